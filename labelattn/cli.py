@@ -1,0 +1,50 @@
+"""`labelattn`: one console command, one sub-command per job.
+
+Each sub-command lives in its own module, which exposes `add_arguments(parser)` and `run(args)`; heavy
+imports happen inside `run`, so that `labelattn --help` stays fast.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+COMMANDS = {
+    "train": ("labelattn.train", "Train a label-attention classifier on a CSV/JSONL file or a built-in data set."),
+    "explain": ("labelattn.explain", "Show which words drove a model's prediction, by any explanation method."),
+    "evaluate-explanations": (
+        "labelattn.evaluate_explanations",
+        "Measure the faithfulness of every explanation method on a data set (comprehensiveness, sufficiency).",
+    ),
+    "space": ("labelattn.space", "Run the Gradio demo locally on a trained model."),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="labelattn",
+        description="Text classifiers you can inspect: train, explain, measure and demo label-attention models.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
+        # A mistake of the user's (bad file, unknown label, ...): the message says what to fix.
+        if os.environ.get("LABELATTN_DEBUG"):
+            raise
+        print(f"labelattn {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""labelattn: a label-attention head on a bag of token embeddings or on a pretrained Transformers encoder.
+
+Instead of pooling the tokens into one sentence vector shared by all classes, every class owns a learned
+query that attends over the tokens (queries = label embeddings, keys/values = token vectors), which gives one
+sentence vector per class; one shared linear layer scores each class's vector. The attention weights are a
+by-product of the forward pass and are returned as `label_attentions`.
+
+This file is remote code: it is copied into every saved model folder and Hub repository, so it imports
+nothing but torch, transformers and `configuration_labelattn` (relatively when loaded as remote code).
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput, logging
+
+try:  # as remote code, a module of a package under `transformers_modules`
+    from .configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
+except ImportError:  # as an installed top-level module
+    from configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
+
+logger = logging.get_logger(__name__)
+
+
+class LabelAttnInputError(ValueError):
+    """The inputs given to a labelattn model cannot be classified."""
+
+
+@dataclass
+class LabelAttnModelOutput(ModelOutput):
+    r"""
+    Output of [`LabelAttnModel`].
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch, seq_len, hidden_size)`):
+            The token vectors the head reads (the backbone's output).
+        pooler_output (`torch.FloatTensor`):
+            One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
+            token vectors, `(batch, hidden_size)`, for mean pooling.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*):
+            The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
+            `output_hidden_states=True` and the backbone is an encoder.
+        attentions (`tuple(torch.FloatTensor)`, *optional*):
+            The encoder's self-attention weights, one `(batch, encoder_heads, seq_len, seq_len)` per layer, when
+            `output_attentions=True` and the backbone is an encoder.
+        label_attentions (`torch.FloatTensor` of shape `(batch, num_attention_heads, num_labels, seq_len)`, *optional*):
+            The label-attention weights, when `output_attentions=True` and `pooling="label_attention"`: the very
+            tensor that weighted the values in this forward pass. Each row sums to 1 over the real tokens and is
+            exactly 0 on padding (a text of only padding gets a row of zeros).
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    pooler_output: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    label_attentions: torch.FloatTensor | None = None
+
+
+@dataclass
+class LabelAttnSequenceClassifierOutput(ModelOutput):
+    r"""
+    Output of [`LabelAttnForSequenceClassification`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*):
+            Cross-entropy (single-label) or binary cross-entropy (multi-label), when `labels` are given.
+        logits (`torch.FloatTensor` of shape `(batch, num_labels)`):
+            One score per class, before softmax (single-label) or sigmoid (multi-label).
+        hidden_states, attentions, label_attentions:
+            As in [`LabelAttnModelOutput`].
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    label_attentions: torch.FloatTensor | None = None
+
+
+class LabelAttention(nn.Module):
+    """Multi-head cross-attention from one learned query per class to the tokens.
+
+    `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, heads of size `d / n_h`,
+    `softmax(Q K^T / sqrt(d_h))` with padding masked to -inf, heads concatenated and projected by `W_O`.
+    """
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, config.hidden_size))
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, config.hidden_size)
+        # Its output is the weight tensor that multiplies the values: a forward hook here sees and can change it.
+        self.attention_dropout = nn.Dropout(config.attention_dropout)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """`(..., n, d)` -> `(..., heads, n, d / heads)`."""
+        return x.unflatten(-1, (self.num_heads, self.head_size)).transpose(-2, -3)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """
+        Args:
+            hidden_states: token vectors `(batch, seq_len, hidden)`.
+            attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding.
+
+        Returns:
+            class vectors `(batch, num_labels, hidden)` and weights `(batch, heads, num_labels, seq_len)`.
+        """
+        queries = self._split_heads(self.query(self.label_embeddings))  # (heads, labels, d_h)
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
+        values = self._split_heads(self.value(hidden_states))
+        scores = queries @ keys.transpose(-1, -2) / math.sqrt(self.head_size)  # (batch, heads, labels, seq)
+
+        is_token = attention_mask.bool()[:, None, None, :]
+        # A text of only padding would make every score -inf and the softmax NaN; let such a row see all
+        # positions (finite values and gradients), then zero it: its class vectors become 0.
+        is_empty = ~is_token.any(dim=-1, keepdim=True)
+        weights = torch.softmax(scores.masked_fill(~(is_token | is_empty), float("-inf")), dim=-1)
+        weights = self.attention_dropout(weights.masked_fill(~is_token, 0.0))
+
+        context = (weights @ values).transpose(1, 2).flatten(-2)  # (batch, labels, hidden)
+        return self.output(context), weights
+
+
+def masked_mean(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the real tokens' vectors, `(batch, seq, hidden) -> (batch, hidden)`; 0 for a text of only padding."""
+    mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
+    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def without_pooler(encoder: PreTrainedModel) -> PreTrainedModel:
+    """Drop an encoder's [CLS] pooler: it is never read, and DDP rejects parameters that get no gradient."""
+    if getattr(encoder, "pooler", None) is not None:
+        encoder.pooler = None
+    return encoder
+
+
+class LabelAttnPreTrainedModel(PreTrainedModel):
+    config_class = LabelAttnConfig
+    base_model_prefix = "labelattn"
+    main_input_name = "input_ids"
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    _no_split_modules = ["LabelAttention"]
+
+    def __init__(self, config: LabelAttnConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        # `register_for_auto_class` keeps one Auto class per model class; a saved folder must load through
+        # AutoConfig, AutoModel and AutoModelForSequenceClassification alike, so the map is written in full.
+        module = self.__class__.__module__.rsplit(".", 1)[-1]
+        config.auto_map = {
+            "AutoConfig": f"{module.replace('modeling_', 'configuration_')}.LabelAttnConfig",
+            "AutoModel": f"{module}.LabelAttnModel",
+            "AutoModelForSequenceClassification": f"{module}.LabelAttnForSequenceClassification",
+        }
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, with a clear error when the labels asked for (`num_labels`,
+        `id2label` or a `config`) differ in number from the checkpoint's, instead of a size-mismatch report."""
+        asked = kwargs.get("config")
+        # Not isinstance(LabelAttnConfig): as remote code, the config class may come from another module copy.
+        asked = asked.num_labels if isinstance(asked, PretrainedConfig) else kwargs.get("num_labels")
+        if kwargs.get("id2label"):
+            asked = len(kwargs["id2label"])
+        if asked is not None and not kwargs.get("ignore_mismatched_sizes", False):
+            hub_kwargs = ("cache_dir", "revision", "token", "local_files_only", "subfolder", "force_download")
+            saved = LabelAttnConfig.from_pretrained(
+                pretrained_model_name_or_path, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
+            )
+            if saved.num_labels != asked:
+                raise LabelAttnConfigError(
+                    f"The checkpoint {pretrained_model_name_or_path} was trained for {saved.num_labels} labels "
+                    f"{list(saved.id2label.values())}, but {asked} were asked for. Load it without num_labels/id2label "
+                    "to use its own labels, or pass ignore_mismatched_sizes=True to start a new, untrained head."
+                )
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, LabelAttention):
+            init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+
+
+class LabelAttnModel(LabelAttnPreTrainedModel):
+    """Backbone and pooling: token ids to one vector per class (label attention) or one per text (mean)."""
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__(config)
+        if config.backbone == "encoder":
+            self.encoder = without_pooler(AutoModel.from_config(config.encoder_config))
+            self.embeddings = None
+        else:
+            self.encoder = None
+            self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.dropout = nn.Dropout(config.embedding_dropout)
+        self.label_attention = LabelAttention(config) if config.pooling == "label_attention" else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        if self.encoder is not None:
+            return self.encoder.get_input_embeddings()
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        if self.encoder is not None:
+            self.encoder.set_input_embeddings(value)
+        else:
+            self.embeddings = value
+
+    def _check_inputs(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> None:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise LabelAttnInputError("Pass exactly one of input_ids or inputs_embeds.")
+        batch_and_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        if batch_and_length[0] == 0:
+            raise LabelAttnInputError("The batch is empty: pass at least one text.")
+        if batch_and_length[1] > self.config.max_seq_length:
+            raise LabelAttnInputError(
+                f"The input has {batch_and_length[1]} tokens but the model reads at most {self.config.max_seq_length}: "
+                f"tokenize with truncation=True, max_length={self.config.max_seq_length}."
+            )
+        if input_ids is not None and int(input_ids.max()) >= self.config.vocab_size:
+            raise LabelAttnInputError(
+                f"Token id {int(input_ids.max())} is outside the vocabulary of {self.config.vocab_size} ids: "
+                "was the text tokenized with the model's own tokenizer?"
+            )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> LabelAttnModelOutput | tuple:
+        """
+        Args:
+            input_ids: `(batch, seq_len)` token ids.
+            attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding; all ones when omitted.
+            token_type_ids: `(batch, seq_len)`, passed to an encoder that uses them; ignored by the embedding backbone.
+            inputs_embeds: `(batch, seq_len, hidden)` token embeddings in place of `input_ids`.
+            output_attentions: return `label_attentions` and the encoder's `attentions`. An encoder running with
+                `sdpa` attention returns no weights, so the first call that asks for them switches the encoder to
+                eager attention for good (the results are the same, computed a little more slowly).
+        """
+        self._check_inputs(input_ids, inputs_embeds)
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if attention_mask is None:
+            attention_mask = torch.ones((input_ids if input_ids is not None else inputs_embeds).shape[:2])
+            attention_mask = attention_mask.to(self.device, dtype=torch.long)
+
+        attentions = hidden_states = None
+        if self.encoder is not None:
+            if output_attentions and self.encoder.config._attn_implementation != "eager":
+                logger.info("Switching the encoder to eager attention, the only one that returns its weights.")
+                self.encoder.set_attn_implementation("eager")
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+                return_dict=True,
+            )
+            tokens = encoder_outputs.last_hidden_state
+            attentions, hidden_states = encoder_outputs.attentions, encoder_outputs.hidden_states
+        else:
+            tokens = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        tokens = self.dropout(tokens)
+
+        label_attentions = None
+        if self.label_attention is not None:
+            pooled, weights = self.label_attention(tokens, attention_mask)
+            label_attentions = weights if output_attentions else None
+        else:
+            pooled = masked_mean(tokens, attention_mask)
+
+        output = LabelAttnModelOutput(
+            last_hidden_state=tokens,
+            pooler_output=pooled,
+            hidden_states=hidden_states,
+            attentions=attentions,
+            label_attentions=label_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
+    """[`LabelAttnModel`] and a scoring layer: `W_head (d, 1)` shared by the class vectors of label attention,
+    or `W (d, num_labels)` on the mean-pooled vector."""
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.labelattn = LabelAttnModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        outputs_per_vector = 1 if config.pooling == "label_attention" else config.num_labels
+        self.classifier = nn.Linear(config.hidden_size, outputs_per_vector)
+        self.post_init()
+
+    @classmethod
+    def from_encoder(cls, encoder_name_or_path: str, **config_kwargs) -> "LabelAttnForSequenceClassification":
+        """A new classifier on the pretrained encoder saved at `encoder_name_or_path` (a local folder works
+        offline); the head is freshly initialised. `config_kwargs` go to [`LabelAttnConfig`], e.g.
+        `id2label={0: "neg", 1: "pos"}` or `pooling="mean"`."""
+        model = cls(LabelAttnConfig.from_encoder(encoder_name_or_path, **config_kwargs))
+        encoder = AutoModel.from_pretrained(encoder_name_or_path, config=model.config.encoder_config)
+        model.labelattn.encoder = without_pooler(encoder)
+        return model
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> LabelAttnSequenceClassifierOutput | tuple:
+        """
+        Args:
+            labels: `(batch,)` class indices (single-label) or `(batch, num_labels)` 0/1 targets (multi-label).
+            Others as in [`LabelAttnModel.forward`].
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.labelattn(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        if self.config.pooling == "label_attention":
+            logits = logits.squeeze(-1)  # (batch, labels, 1) -> (batch, labels)
+
+        loss = self.loss(logits, labels) if labels is not None else None
+        output = LabelAttnSequenceClassifierOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            label_attentions=outputs.label_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy or binary cross-entropy by `config.problem_type`, inferred from the labels when unset."""
+        if self.config.problem_type is None:
+            is_index = labels.dtype in (torch.long, torch.int) and labels.dim() == 1
+            self.config.problem_type = "single_label_classification" if is_index else "multi_label_classification"
+        if self.config.problem_type == "single_label_classification":
+            if labels.dim() != 1 or labels.shape[0] != logits.shape[0]:
+                raise LabelAttnInputError(
+                    f"Single-label targets must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}."
+                )
+            if int(labels.min()) < 0 or int(labels.max()) >= self.num_labels:
+                raise LabelAttnInputError(f"Labels must be class indices in [0, {self.num_labels}).")
+            return nn.functional.cross_entropy(logits, labels.long())
+        if labels.shape != logits.shape:
+            raise LabelAttnInputError(
+                f"Multi-label targets must have shape (batch, num_labels) = {tuple(logits.shape)}, "
+                f"got {tuple(labels.shape)}."
+            )
+        return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+LabelAttnModel.register_for_auto_class("AutoModel")
+LabelAttnForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = [
+    "LabelAttention",
+    "LabelAttnForSequenceClassification",
+    "LabelAttnInputError",
+    "LabelAttnModel",
+    "LabelAttnModelOutput",
+    "LabelAttnPreTrainedModel",
+    "LabelAttnSequenceClassifierOutput",
+]

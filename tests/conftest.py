@@ -1,0 +1,125 @@
+"""Shared fixtures: the offline MiniLM tokenizer, small models of realistic weight scale, planted-word models."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import random
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig
+
+from configuration_labelattn import LabelAttnConfig
+from labelattn import minilm_path
+from modeling_labelattn import LabelAttnForSequenceClassification
+
+PLANTED_WORD = "zebra"
+FILLER = ["the", "a", "of", "to", "and", "in", "is", "it", "that", "was", "for", "on", "with", "as", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by", "word", "but", "what", "some", "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your", "how", "said", "an", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about", "many", "then", "them", "write", "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has", "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most", "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down", "side", "been", "now", "find"]
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(minilm_path())
+
+
+def tiny_encoder_config(**kwargs) -> BertConfig:
+    """A 2-layer BERT of width 32 with the MiniLM tokenizer's vocabulary: fast enough for every test."""
+    defaults = dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    return BertConfig(**{**defaults, **kwargs})
+
+
+def make_model(
+    backbone: str = "embedding",
+    pooling: str = "label_attention",
+    multi_label: bool = False,
+    num_labels: int = 3,
+    seed: int = 0,
+    **config_kwargs,
+) -> LabelAttnForSequenceClassification:
+    """A model in eval mode whose weights have a realistic scale (std 0.5 rather than 0.02), so that logits
+    differ by O(1) and tolerances mean something."""
+    torch.manual_seed(seed)
+    kwargs = dict(
+        id2label={i: f"class_{i}" for i in range(num_labels)},
+        pooling=pooling,
+        hidden_size=32,
+        num_attention_heads=4,
+        problem_type="multi_label_classification" if multi_label else "single_label_classification",
+        embedding_dropout=0.0,
+        classifier_dropout=0.0,
+    )
+    if backbone == "encoder":
+        kwargs.update(backbone="encoder", encoder_config=tiny_encoder_config())
+    config = LabelAttnConfig(**{**kwargs, **config_kwargs})
+    model = LabelAttnForSequenceClassification(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() > 1 and "LayerNorm" not in name:
+                param.normal_(0.0, 0.5 / param.shape[-1] ** 0.5 * 4)
+    return model.eval()
+
+
+@pytest.fixture
+def model_factory():
+    return make_model
+
+
+def planted_texts(n: int, seed: int = 0) -> tuple[list[str], list[int]]:
+    """Texts of 4-12 filler words; label 1 exactly when the planted word is among them."""
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for i in range(n):
+        words = rng.sample(FILLER, rng.randint(4, 12))
+        label = i % 2
+        if label:
+            words.insert(rng.randrange(len(words) + 1), PLANTED_WORD)
+        texts.append(" ".join(words))
+        labels.append(label)
+    return texts, labels
+
+
+def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 150):
+    """A model trained until the planted word alone decides the class (checked on held-out texts)."""
+    tok = AutoTokenizer.from_pretrained(minilm_path())
+    model = make_model(backbone, pooling, num_labels=2, seed=1)
+    model.config.id2label, model.config.label2id = {0: "other", 1: "planted"}, {"other": 0, "planted": 1}
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    texts, labels = planted_texts(32 * steps, seed=2)
+    for step in range(steps):
+        batch = tok(texts[step * 32 : (step + 1) * 32], padding=True, return_tensors="pt")
+        loss = model(**batch, labels=torch.tensor(labels[step * 32 : (step + 1) * 32])).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    held_out, truth = planted_texts(64, seed=3)
+    with torch.no_grad():
+        predicted = model(**tok(held_out, padding=True, return_tensors="pt")).logits.argmax(-1)
+    accuracy = (predicted == torch.tensor(truth)).float().mean().item()
+    assert accuracy == 1.0, f"the planted {backbone}/{pooling} model did not learn its rule ({accuracy:.2f})"
+    return model
+
+
+@pytest.fixture(scope="session")
+def planted_embedding_model():
+    return train_planted("embedding")
+
+
+@pytest.fixture(scope="session")
+def planted_encoder_model():
+    return train_planted("encoder")
