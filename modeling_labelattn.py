@@ -148,7 +148,6 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _supports_sdpa = True
     _supports_attention_backend = True
-    _no_split_modules = ["LabelAttention"]
 
     def __init__(self, config: LabelAttnConfig, *inputs, **kwargs):
         super().__init__(config, *inputs, **kwargs)

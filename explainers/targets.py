@@ -49,7 +49,8 @@ def resolve_targets(
             if not allow_contrast:
                 raise TargetError(
                     f"The method {method!r} cannot explain a pair target {item!r} (a logit difference): "
-                    "use a gradient method (integrated_gradients, saliency, input_x_gradient, grad_weighted_attention, shap)."
+                    "use a gradient method (integrated_gradients, saliency, input_x_gradient, "
+                    "grad_weighted_attention, shap)."
                 )
             if len(item) != 2:
                 raise TargetError(f"A pair target has two classes (a, b), got {item!r}.")
