@@ -97,7 +97,16 @@ class LabelAttnConfig(PretrainedConfig):
                 "backbone='encoder' needs an encoder_config: pass one, or build the config with "
                 "LabelAttnConfig.from_encoder(path_to_encoder_folder, num_labels=...)."
             )
+        # Checked before the parent's own (plain ValueError) check of the same rule, so one error class serves.
+        num_labels = len(self.id2label) if self.id2label is not None else kwargs.get("num_labels", 2)
+        if self.problem_type != "multi_label_classification" and num_labels < 2:
+            raise LabelAttnConfigError(
+                f"A single-label classifier needs at least 2 labels, got num_labels={num_labels}; "
+                "use problem_type='multi_label_classification' for a single yes/no label."
+            )
         super().__post_init__(**kwargs)
+        if self.id2label is not None and not self.label2id:
+            self.label2id = {label: index for index, label in self.id2label.items()}
         if self.backbone not in BACKBONES:
             raise LabelAttnConfigError(f"Unknown backbone {self.backbone!r}: choose one of {BACKBONES}.")
         if self.pooling not in POOLINGS:
@@ -108,6 +117,12 @@ class LabelAttnConfig(PretrainedConfig):
             self.vocab_size = self.encoder_config.vocab_size
             self.max_seq_length = getattr(self.encoder_config, "max_position_embeddings", self.max_seq_length)
             self.pad_token_id = getattr(self.encoder_config, "pad_token_id", self.pad_token_id)
+        for name in ("vocab_size", "hidden_size", "max_seq_length", "num_attention_heads"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise LabelAttnConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}.")
+        for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise LabelAttnConfigError(f"{name} is a probability in [0, 1), got {getattr(self, name)!r}.")
         if self.hidden_size % self.num_attention_heads != 0:
             raise LabelAttnConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -118,11 +133,14 @@ class LabelAttnConfig(PretrainedConfig):
                 f"problem_type={self.problem_type!r} is not supported: use 'single_label_classification' "
                 "or 'multi_label_classification'."
             )
-        if self.problem_type != "multi_label_classification" and self.num_labels < 2:
-            raise LabelAttnConfigError(
-                f"A single-label classifier needs at least 2 labels, got num_labels={self.num_labels}; "
-                "use problem_type='multi_label_classification' for a single yes/no label."
-            )
+
+    def to_dict(self) -> dict[str, Any]:
+        output = super().to_dict()
+        # The encoder config remembers the folder it was read from (e.g. a site-packages path on the machine that
+        # built the model): meaningless in a shared checkpoint, so it is not saved.
+        if isinstance(output.get("encoder_config"), dict):
+            output["encoder_config"].pop("_name_or_path", None)
+        return output
 
     @classmethod
     def from_encoder(cls, encoder_name_or_path: str, **kwargs) -> "LabelAttnConfig":

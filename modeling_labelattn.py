@@ -40,7 +40,8 @@ class LabelAttnModelOutput(ModelOutput):
             The token vectors the head reads (the backbone's output).
         pooler_output (`torch.FloatTensor`):
             One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
-            token vectors, `(batch, hidden_size)`, for mean pooling.
+            token vectors, `(batch, hidden_size)`, for mean pooling. A text of only padding gets vectors of 0 with
+            both poolings, so its logits are the classifier's bias alone (equal for every class with label attention).
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
             `output_hidden_states=True` and the backbone is an encoder.
@@ -120,13 +121,14 @@ class LabelAttention(nn.Module):
 
         is_token = attention_mask.bool()[:, None, None, :]
         # A text of only padding would make every score -inf and the softmax NaN; let such a row see all
-        # positions (finite values and gradients), then zero it: its class vectors become 0.
+        # positions (finite values and gradients), then zero its weights and its class vectors (W_O's bias
+        # included), as mean pooling gives such a text the vector 0.
         is_empty = ~is_token.any(dim=-1, keepdim=True)
         weights = torch.softmax(scores.masked_fill(~(is_token | is_empty), float("-inf")), dim=-1)
         weights = self.attention_dropout(weights.masked_fill(~is_token, 0.0))
 
         context = (weights @ values).transpose(1, 2).flatten(-2)  # (batch, labels, hidden)
-        return self.output(context), weights
+        return self.output(context).masked_fill(is_empty[:, 0], 0.0), weights
 
 
 def masked_mean(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -215,10 +217,24 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         else:
             self.embeddings = value
 
-    def _check_inputs(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> None:
+    def _check_inputs(
+        self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> None:
         if (input_ids is None) == (inputs_embeds is None):
             raise LabelAttnInputError("Pass exactly one of input_ids or inputs_embeds.")
-        batch_and_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        expected_dims = 2 if input_ids is not None else 3
+        given = input_ids if input_ids is not None else inputs_embeds
+        if given.dim() != expected_dims:
+            raise LabelAttnInputError(
+                f"{'input_ids' if input_ids is not None else 'inputs_embeds'} must have {expected_dims} dimensions "
+                f"(batch, seq_len{', hidden' if expected_dims == 3 else ''}), got shape {tuple(given.shape)}."
+            )
+        batch_and_length = given.shape[:2]
+        if attention_mask is not None and attention_mask.shape != batch_and_length:
+            raise LabelAttnInputError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input has (batch, seq_len) = "
+                f"{tuple(batch_and_length)}: pass the mask the tokenizer returned with these ids."
+            )
         if batch_and_length[0] == 0:
             raise LabelAttnInputError("The batch is empty: pass at least one text.")
         if batch_and_length[1] > self.config.max_seq_length:
@@ -226,10 +242,14 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
                 f"The input has {batch_and_length[1]} tokens but the model reads at most {self.config.max_seq_length}: "
                 f"tokenize with truncation=True, max_length={self.config.max_seq_length}."
             )
-        if input_ids is not None and int(input_ids.max()) >= self.config.vocab_size:
+        if input_ids is None:
+            return
+        lowest, highest = int(input_ids.min()), int(input_ids.max())
+        if lowest < 0 or highest >= self.config.vocab_size:
+            bad = lowest if lowest < 0 else highest
             raise LabelAttnInputError(
-                f"Token id {int(input_ids.max())} is outside the vocabulary of {self.config.vocab_size} ids: "
-                "was the text tokenized with the model's own tokenizer?"
+                f"Token id {bad} is outside the vocabulary of {self.config.vocab_size} ids [0, "
+                f"{self.config.vocab_size}): was the text tokenized with the model's own tokenizer?"
             )
 
     def forward(
@@ -253,7 +273,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
                 `sdpa` attention returns no weights, so the first call that asks for them switches the encoder to
                 eager attention for good (the results are the same, computed a little more slowly).
         """
-        self._check_inputs(input_ids, inputs_embeds)
+        self._check_inputs(input_ids, attention_mask, inputs_embeds)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states

@@ -1,0 +1,273 @@
+"""Properties of the label-attention model: the weights it returns are the ones it used, padding changes nothing,
+mean pooling is a masked mean, and bad input fails early with a message that names the problem."""
+
+import pytest
+import torch
+from conftest import make_model
+from transformers import AutoModel
+
+from configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
+from labelattn import minilm_path
+from modeling_labelattn import LabelAttnForSequenceClassification, LabelAttnInputError
+
+TEXTS = ["the screen cracked", "fast delivery but the screen cracked after two days of use", "fine"]
+BACKBONES = ["embedding", "encoder"]
+POOLINGS = ["label_attention", "mean"]
+
+
+def realistic(backbone: str, pooling: str = "label_attention", **kwargs) -> LabelAttnForSequenceClassification:
+    """`make_model`, with biases of realistic scale too (its biases are 0), so that bias terms are checked."""
+    model = make_model(backbone, pooling, **kwargs)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias") and "LayerNorm" not in name:
+                param.normal_(0.0, 0.5)
+    return model
+
+
+def token_vectors(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
+    """The backbone's token vectors `(batch, seq_len, hidden)`, computed outside the model's pooling code."""
+    inner = model.labelattn
+    if inner.encoder is not None:
+        return inner.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    return inner.embeddings(batch["input_ids"])
+
+
+def assert_scale(logits: torch.Tensor) -> None:
+    """Tolerances below are ~1e-5: they judge something only if the logits differ by O(0.1) or more."""
+    assert logits.std() > 0.1, f"logits too flat for the tolerances to mean anything: {logits}"
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_returned_weights_are_the_weights_used(backbone, tokenizer):
+    """A hook replaces the weights inside the forward pass; the model returns exactly them and its logits follow."""
+    model = realistic(backbone)
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    lengths = batch["attention_mask"].sum(-1)
+    before = model(**batch).logits
+
+    attention = model.labelattn.label_attention
+    batch_size, seq_len = batch["input_ids"].shape
+    heads, labels = attention.num_heads, model.config.num_labels
+    replaced = torch.zeros(batch_size, heads, labels, seq_len)
+    for b in range(batch_size):
+        for h in range(heads):
+            for c in range(labels):
+                replaced[b, h, c, (3 * c + h) % int(lengths[b])] = 1.0  # each class reads one real token
+    handle = attention.attention_dropout.register_forward_hook(lambda module, args, output: replaced)
+    try:
+        out = model(**batch, output_attentions=True)
+    finally:
+        handle.remove()
+
+    assert torch.equal(out.label_attentions, replaced)
+    # By hand: classifier(W_O(A V)), heads split and joined explicitly.
+    values = attention.value(token_vectors(model, batch)).view(batch_size, seq_len, heads, -1).permute(0, 2, 1, 3)
+    context = (replaced @ values).permute(0, 2, 1, 3).reshape(batch_size, labels, -1)
+    expected = model.classifier(attention.output(context)).squeeze(-1)
+    assert_scale(expected)
+    torch.testing.assert_close(out.logits, expected, rtol=1e-5, atol=1e-5)
+    assert (out.logits - before).abs().max() > 0.1, "replacing the weights did not change the logits"
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_weights_are_distributions_over_real_tokens(backbone, tokenizer):
+    model = realistic(backbone)
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    weights = model(**batch, output_attentions=True).label_attentions
+    expected_shape = (
+        len(TEXTS),
+        model.config.num_attention_heads,
+        model.config.num_labels,
+        batch["input_ids"].shape[1],
+    )
+    assert weights.shape == expected_shape
+    is_pad = batch["attention_mask"][:, None, None, :].expand_as(weights) == 0
+    assert is_pad.any()
+    assert (weights[is_pad] == 0).all()
+    assert (weights[~is_pad] > 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_padding_changes_nothing(backbone, pooling, tokenizer):
+    """Each text scores the same alone as inside a padded batch (right and left padding alike)."""
+    model = realistic(backbone, pooling)
+    alone = torch.cat([model(**tokenizer([text], return_tensors="pt")).logits for text in TEXTS])
+    assert_scale(alone)
+    padded = model(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
+    torch.testing.assert_close(padded, alone, rtol=1e-5, atol=1e-5)
+    if backbone == "embedding":  # an encoder's positions move with left padding; a bag of embeddings has none
+        tokenizer.padding_side = "left"
+        try:
+            left = model(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
+        finally:
+            tokenizer.padding_side = "right"
+        torch.testing.assert_close(left, alone, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_mean_pooling_is_the_masked_mean(backbone, tokenizer):
+    model = realistic(backbone, "mean")
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    vectors = token_vectors(model, batch)
+    expected = torch.stack([vectors[i, : int(n)].mean(0) for i, n in enumerate(batch["attention_mask"].sum(-1))])
+    torch.testing.assert_close(model.labelattn(**batch).pooler_output, expected, rtol=1e-5, atol=1e-6)
+    logits = model(**batch).logits
+    assert_scale(logits)
+    torch.testing.assert_close(logits, expected @ model.classifier.weight.T + model.classifier.bias)
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+@pytest.mark.parametrize("pooling", POOLINGS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_a_text_of_only_padding_scores_the_bias_with_finite_gradients(backbone, pooling, multi_label):
+    """Documented: a text of only padding has pooled vectors 0, so its logits are the classifier's bias."""
+    model = realistic(backbone, pooling, multi_label=multi_label)
+    input_ids = torch.tensor([[101, 7592, 2088, 102], [0, 0, 0, 0]])
+    attention_mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]])
+    labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]) if multi_label else torch.tensor([2, 1])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, output_attentions=True)
+    bias = model.classifier.bias.detach()
+    torch.testing.assert_close(out.logits[1].detach(), bias.expand(model.config.num_labels), rtol=0, atol=1e-7)
+    assert bias.abs().max() > 0.1
+    if pooling == "label_attention":
+        assert (out.label_attentions[1] == 0).all()
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    for name, param in model.named_parameters():
+        assert param.grad is None or torch.isfinite(param.grad).all(), f"non-finite gradient in {name}"
+
+
+@torch.no_grad()
+def test_default_config_builds_a_working_model(tokenizer):
+    model = LabelAttnForSequenceClassification(LabelAttnConfig(num_labels=3)).eval()
+    out = model(**tokenizer(TEXTS, padding=True, return_tensors="pt"), output_attentions=True)
+    assert out.logits.shape == (3, 3)
+    assert out.label_attentions.shape[:3] == (3, 4, 3)
+    assert model.config.label2id == {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2}
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_loss_follows_the_problem_type(multi_label):
+    model = realistic("embedding", multi_label=multi_label)
+    input_ids = torch.tensor([[101, 7592, 102], [101, 2088, 102]])
+    labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]) if multi_label else torch.tensor([2, 0])
+    out = model(input_ids=input_ids, labels=labels)
+    loss_fn = torch.nn.functional.binary_cross_entropy_with_logits if multi_label else torch.nn.functional.cross_entropy
+    torch.testing.assert_close(out.loss, loss_fn(out.logits, labels))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(hidden_size=30, num_attention_heads=4), r"hidden_size \(30\) is not divisible by num_attention_heads"),
+        (dict(num_attention_heads=0), "num_attention_heads must be a positive integer"),
+        (dict(num_labels=1), "at least 2 labels"),
+        (dict(num_labels=1, problem_type="single_label_classification"), "at least 2 labels"),
+        (dict(backbone="lstm"), "Unknown backbone 'lstm'"),
+        (dict(pooling="max"), "Unknown pooling 'max'"),
+        (dict(backbone="encoder"), "backbone='encoder' needs an encoder_config"),
+        (dict(problem_type="regression"), "problem_type='regression' is not supported"),
+        (dict(attention_dropout=1.5), r"attention_dropout is a probability in \[0, 1\)"),
+    ],
+)
+def test_bad_config_is_refused(kwargs, message):
+    with pytest.raises(LabelAttnConfigError, match=message):
+        LabelAttnConfig(**kwargs)
+
+
+def test_a_single_multi_label_output_is_allowed():
+    assert LabelAttnConfig(num_labels=1, problem_type="multi_label_classification").num_labels == 1
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    return realistic("embedding")
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        (dict(input_ids=torch.zeros(0, 5, dtype=torch.long)), "The batch is empty"),
+        (dict(input_ids=torch.tensor([[101, 30522, 102]])), "Token id 30522 is outside the vocabulary"),
+        (dict(input_ids=torch.tensor([[101, -1, 102]])), "Token id -1 is outside the vocabulary"),
+        (dict(input_ids=torch.ones(1, 513, dtype=torch.long)), "513 tokens but the model reads at most 512"),
+        (dict(input_ids=torch.tensor([101, 7592, 102])), r"input_ids must have 2 dimensions"),
+        (dict(input_ids=torch.ones(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4)), "attention_mask has"),
+        (dict(), "exactly one of input_ids or inputs_embeds"),
+        (dict(input_ids=torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([[0, 1]])), r"shape \(batch,\)"),
+        (dict(input_ids=torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([0, 3])), r"indices in \[0, 3\)"),
+    ],
+)
+def test_bad_input_is_refused(small_model, inputs, message):
+    with pytest.raises(LabelAttnInputError, match=message):
+        small_model(**inputs)
+
+
+def test_wrong_multi_label_targets_are_refused():
+    model = realistic("embedding", multi_label=True)
+    with pytest.raises(LabelAttnInputError, match=r"shape \(batch, num_labels\) = \(2, 3\), got \(2,\)"):
+        model(input_ids=torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([1.0, 0.0]))
+
+
+def test_too_long_for_the_encoder(tokenizer):
+    model = realistic("encoder")  # the tiny encoder has 128 positions
+    with pytest.raises(LabelAttnInputError, match="at most 128: tokenize with truncation=True, max_length=128"):
+        model(**tokenizer(["word " * 200], return_tensors="pt"))
+
+
+def test_loading_with_another_label_count_is_refused(small_model, tmp_path):
+    small_model.save_pretrained(tmp_path)
+    for asked in (dict(num_labels=5), dict(id2label={0: "a", 1: "b"}), dict(config=LabelAttnConfig(num_labels=2))):
+        with pytest.raises(LabelAttnConfigError, match=r"trained for 3 labels \['class_0', 'class_1', 'class_2'\]"):
+            LabelAttnForSequenceClassification.from_pretrained(tmp_path, **asked)
+    fresh_head = LabelAttnForSequenceClassification.from_pretrained(
+        tmp_path, num_labels=5, ignore_mismatched_sizes=True
+    )
+    assert fresh_head.config.num_labels == 5
+    assert LabelAttnForSequenceClassification.from_pretrained(tmp_path, num_labels=3).config.num_labels == 3
+
+
+@pytest.fixture(scope="module")
+def minilm_model():
+    return LabelAttnForSequenceClassification.from_encoder(minilm_path(), id2label={0: "neg", 1: "pos"}).eval()
+
+
+@torch.no_grad()
+def test_from_encoder_loads_the_pretrained_weights(minilm_model, tokenizer):
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    plain = AutoModel.from_pretrained(minilm_path()).eval()
+    expected = plain(**batch).last_hidden_state
+    torch.testing.assert_close(minilm_model.labelattn(**batch).last_hidden_state, expected, rtol=0, atol=1e-6)
+    assert expected.std() > 0.1
+
+
+@torch.no_grad()
+def test_asking_for_attentions_switches_the_encoder_to_eager(minilm_model, tokenizer):
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    encoder = minilm_model.labelattn.encoder
+    encoder.set_attn_implementation("sdpa")
+    before = minilm_model(**batch).logits
+    out = minilm_model(**batch, output_attentions=True)
+    seq_len = batch["input_ids"].shape[1]
+    assert encoder.config._attn_implementation == "eager"
+    assert len(out.attentions) == 6
+    assert all(layer.shape == (3, 12, seq_len, seq_len) for layer in out.attentions)
+    torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(3, 12, seq_len), rtol=0, atol=1e-5)
+    assert out.label_attentions.shape == (3, 4, 2, seq_len)
+    torch.testing.assert_close(out.logits, before, rtol=1e-5, atol=1e-5)
+
+
+def test_a_saved_config_keeps_no_local_encoder_path():
+    """The encoder folder on the building machine means nothing elsewhere: it stays out of config.json."""
+    config = LabelAttnConfig.from_encoder(minilm_path(), num_labels=2)
+    assert config.encoder_config.name_or_path == minilm_path()
+    saved = config.to_json_string()
+    assert minilm_path() not in saved
+    assert LabelAttnConfig.from_dict(config.to_dict()).encoder_config.hidden_size == 384

@@ -1,0 +1,60 @@
+"""The README's examples run as written: every ```python block, and every `labelattn ... --help`."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labelattn.cli import COMMANDS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+# A block right after this marker needs what tests cannot have (the Hub, a GPU): it is only compiled.
+NOT_RUN = "<!-- not run in tests"
+
+
+def python_blocks() -> list[tuple[int, str, bool]]:
+    """`(line, code, runnable)` of each ```python block of the README."""
+    text = README.read_text()
+    blocks = []
+    for match in re.finditer(r"```python\n(.*?)```", text, flags=re.S):
+        before = text[: match.start()].rstrip().splitlines()[-1] if match.start() else ""
+        blocks.append((text[: match.start()].count("\n") + 1, match.group(1), not before.startswith(NOT_RUN)))
+    return blocks
+
+
+def test_readme_has_examples_and_two_setup_commands():
+    assert len(python_blocks()) >= 3
+    text = README.read_text()
+    assert "make demo" in text and "make test" in text
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, planted_embedding_model, tokenizer):
+    """A folder where `models/trec-embedding` holds a (small) trained model, as after `make demo`."""
+    folder = tmp_path_factory.mktemp("readme")
+    planted_embedding_model.save_pretrained(folder / "models" / "trec-embedding")
+    tokenizer.save_pretrained(folder / "models" / "trec-embedding")
+    return folder
+
+
+@pytest.mark.parametrize("line,code,runnable", python_blocks(), ids=[f"line{block[0]}" for block in python_blocks()])
+def test_readme_python_block_runs(line, code, runnable, workdir):
+    compile(code, f"README.md:{line}", "exec")
+    if not runnable:
+        return
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 0, f"README.md block at line {line} failed:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("command", [[], *[[name] for name in COMMANDS]])
+def test_cli_help_explains_itself(command):
+    result = subprocess.run(
+        [sys.executable, "-m", "labelattn.cli", *command, "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: labelattn" in result.stdout
+    assert len(result.stdout.splitlines()) > 4
