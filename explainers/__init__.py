@@ -6,7 +6,18 @@ exp = explain(model, tokenizer, "fast delivery but the screen cracked", method="
 ```
 """
 
-from . import label_attention  # noqa: F401  (each method module registers itself)
+# Each method module registers itself on import.
+from . import (  # noqa: F401
+    attention_flow,
+    attention_rollout,
+    grad_weighted_attention,
+    input_x_gradient,
+    integrated_gradients,
+    label_attention,
+    random_baseline,
+    saliency,
+    shap,
+)
 from .api import explain, get_explainer
 from .base import METHODS, Explainer, TokenScores
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError

@@ -57,6 +57,8 @@ class Explainer:
         allows_contrast: the method can explain a logit difference (pair targets).
         needs_encoder: the method reads an encoder's layers (attention rollout, flow).
         needs_label_attention: the method reads the label-attention weights.
+        max_padding: the largest fraction of padding a batch may hold (see `length_sorted_batches`); 0 for
+            methods whose cost per text is large enough that batching only texts of one length costs nothing.
         defaults: the method's options and their default values; other options are refused.
     """
 
@@ -64,6 +66,7 @@ class Explainer:
     allows_contrast: ClassVar[bool] = False
     needs_encoder: ClassVar[bool] = False
     needs_label_attention: ClassVar[bool] = False
+    max_padding: ClassVar[float] = 0.25
     defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
@@ -163,7 +166,7 @@ class Explainer:
             )
 
         explanations: list[Explanation | None] = [None] * len(rows)
-        for group in length_sorted_batches(items, rows, batch_size, positions=True):
+        for group in length_sorted_batches(items, rows, batch_size, positions=True, max_padding=self.max_padding):
             group_items = [items[rows[j]] for j in group]
             batch = collate(group_items, self.tokenizer.pad_token_id or 0, self.device)
             group_target = target_index[group]
@@ -227,14 +230,40 @@ class Explainer:
         )
 
 
+def text_seed(input_ids: list[int], seed: int) -> int:
+    """A random seed that depends only on `seed` and a text's token ids (stable across runs, unlike `hash`),
+    so that a randomised method gives a text the same scores in any batch."""
+    key = sum((i + 1) * token for i, token in enumerate(input_ids)) % 1_000_003
+    return seed * 1_000_003 + key
+
+
 def length_sorted_batches(
-    items: list[TokenizedText], rows: Sequence[int], batch_size: int, positions: bool = False
+    items: list[TokenizedText],
+    rows: Sequence[int],
+    batch_size: int,
+    positions: bool = False,
+    max_padding: float = 1.0,
 ) -> list[list[int]]:
     """Split rows into batches of similar token length, so that padding costs little.
 
-    `rows[j]` is the index in `items` of row j. Returns lists of row values, or of positions j when
-    `positions` is set.
+    `rows[j]` is the index in `items` of row j. A batch holds at most `batch_size` rows, and is closed early
+    rather than let padding exceed the fraction `max_padding` of its positions (0: only texts of one length
+    together). Returns lists of row values, or of positions j when `positions` is set.
     """
     order = sorted(range(len(rows)), key=lambda j: len(items[rows[j]].input_ids))
-    chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    chunks: list[list[int]] = []
+    tokens = 0
+    for j in order:
+        length = len(items[rows[j]].input_ids)
+        # Sorted by length: the new row is the longest, so the batch would be padded to its length.
+        if (
+            chunks
+            and len(chunks[-1]) < batch_size
+            and (tokens + length) >= (1 - max_padding) * length * (len(chunks[-1]) + 1)
+        ):
+            chunks[-1].append(j)
+            tokens += length
+        else:
+            chunks.append([j])
+            tokens = length
     return chunks if positions else [[rows[j] for j in chunk] for chunk in chunks]

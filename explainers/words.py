@@ -107,6 +107,18 @@ class TokenBatch:
             inputs["token_type_ids"] = self.token_type_ids
         return inputs
 
+    def select(self, rows: torch.Tensor) -> "TokenBatch":
+        """The sub-batch of `rows` (a `(k,)` index tensor), cut to its own longest text so that it carries
+        no column of padding only."""
+        length = int(self.attention_mask[rows].sum(-1).max())
+        return TokenBatch(
+            input_ids=self.input_ids[rows, :length],
+            attention_mask=self.attention_mask[rows, :length],
+            token_type_ids=self.token_type_ids[rows, :length] if self.token_type_ids is not None else None,
+            word_index=self.word_index[rows, :length],
+            num_words=self.num_words[rows],
+        )
+
     @property
     def is_word(self) -> torch.Tensor:
         """`(batch, seq_len)` bool: the token belongs to a word (not special, not padding)."""
@@ -142,3 +154,16 @@ def token_to_word_scores(token_scores: torch.Tensor, word_index: torch.Tensor, m
     # Dropped tokens go to an extra last column, cut off afterwards.
     words.scatter_add_(-1, torch.where(keep, index, max_words), token_scores.masked_fill(~keep, 0))
     return words[..., :max_words]
+
+
+def word_to_token_scores(word_scores: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
+    """Spread one value per word evenly over its sub-tokens, `(batch, max_words) -> (batch, seq_len)`, so that
+    `token_to_word_scores` gives the word values back; special tokens and padding get 0.
+
+    For methods that score words directly (SHAP, random) and return token scores like the others.
+    """
+    keep = word_index >= 0
+    index = word_index.clamp(min=0)
+    counts = torch.zeros_like(word_scores).scatter_add_(-1, index, keep.to(word_scores.dtype))
+    per_token = (word_scores / counts.clamp(min=1)).gather(-1, index)
+    return per_token.masked_fill(~keep, 0.0)

@@ -1,0 +1,32 @@
+"""Attention rollout (Abnar & Zuidema 2020): the residual attention matrices multiplied across the layers."""
+
+import torch
+
+from .attention_graph import attention_graph
+from .base import Explainer, TokenScores, register
+from .words import TokenBatch
+
+
+def rollout(layers: torch.Tensor) -> torch.Tensor:
+    """`(batch, L, seq, seq)` residual attention -> `(batch, seq, seq)` rollout `Â_L ⋯ Â_2 Â_1`.
+
+    Row i says how much of top-layer position i comes from each input token; every row sums to 1.
+    """
+    result = layers[:, 0]
+    for layer in range(1, layers.shape[1]):
+        result = layers[:, layer] @ result
+    return result
+
+
+@register
+class AttentionRolloutExplainer(Explainer):
+    """The classifier's read-out of the top layer (the target's label-attention row, heads averaged; or the
+    mean of the tokens) times the rollout: how much of what the classifier reads comes from each input token.
+    Non-negative; over all tokens, special ones included, the scores sum to 1."""
+
+    name = "attention_rollout"
+    needs_encoder = True
+
+    def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:
+        layers, readout = attention_graph(self, batch, target)
+        return TokenScores(scores=(readout[:, None, :] @ rollout(layers)).squeeze(1))

@@ -1,0 +1,63 @@
+"""Gradient-weighted attention: attention weights times the size of F's gradient with respect to them."""
+
+from typing import Any, ClassVar
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .base import Explainer, TokenScores, register
+from .errors import ExplainerError, MethodError
+from .targets import target_output
+from .words import TokenBatch
+
+SOURCES = ("all", "label", "encoder")
+
+
+@register
+class GradWeightedAttentionExplainer(Explainer):
+    """`α̃ = α ⊙ |∂F/∂α|` for every attention weight α the forward pass used, averaged over heads and summed
+    over what attends (classes of the label attention; query positions and layers of the encoder): the score of
+    token j is the gradient-weighted attention it received. Non-negative.
+
+    The weights are the tensors the model returns with `output_attentions=True`, which are the very tensors that
+    weighted the values in that pass, so their gradients are exact.
+
+    Options:
+        source: "all" (label attention and encoder layers, summed: both are in units of F), "label" or "encoder".
+    """
+
+    name = "grad_weighted_attention"
+    allows_contrast = True
+    defaults: ClassVar[dict[str, Any]] = {"source": "all"}
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
+        super().__init__(model, tokenizer)
+        if model.config.pooling != "label_attention" and model.config.backbone != "encoder":
+            raise MethodError(
+                f"{self.name} weighs attention, and this model (embedding backbone, mean pooling) has none: "
+                "use integrated_gradients, saliency or shap."
+            )
+
+    def check_options(self, options: dict) -> dict:
+        options = super().check_options(options)
+        if options["source"] not in SOURCES:
+            raise ExplainerError(f"source={options['source']!r}: choose one of {SOURCES}.")
+        return options
+
+    def token_scores(
+        self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, source: str
+    ) -> TokenScores:
+        with torch.enable_grad():
+            outputs = self.model(**batch.model_inputs(), output_attentions=True)
+            weights = []  # each (batch, heads, queries, seq): queries are classes or token positions
+            if source in ("all", "label") and outputs.label_attentions is not None:
+                weights.append(outputs.label_attentions)
+            if source in ("all", "encoder") and outputs.attentions:
+                weights.extend(outputs.attentions)
+            if not weights:
+                raise MethodError(f"This model has no {source} attention to weigh: use source='all'.")
+            output = target_output(outputs.logits, target, contrast)
+            # Rows are independent, so the gradient of the sum holds each row's own gradient.
+            grads = torch.autograd.grad(output.sum(), weights)
+        scores = sum((w * g.abs()).mean(dim=1).sum(dim=1) for w, g in zip(weights, grads, strict=True))
+        return TokenScores(scores=scores.detach())

@@ -1,0 +1,31 @@
+"""Random word scores: the baseline every faithfulness measure must beat."""
+
+from typing import Any, ClassVar
+
+import torch
+
+from .base import Explainer, TokenScores, register, text_seed
+from .words import TokenBatch, word_to_token_scores
+
+
+@register
+class RandomExplainer(Explainer):
+    """Each word gets a score drawn uniformly from [0, 1), from a generator seeded by `seed` and the text, so
+    that a text gets the same scores in any batch and different texts get different ones. Ignores the target.
+
+    Options:
+        seed: change it to draw other scores.
+    """
+
+    name = "random"
+    allows_contrast = True
+    defaults: ClassVar[dict[str, Any]] = {"seed": 0}
+
+    def token_scores(
+        self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, seed: int
+    ) -> TokenScores:
+        words = torch.zeros(batch.input_ids.shape[0], int(batch.num_words.max()))
+        for row, (ids, mask, n) in enumerate(zip(batch.input_ids, batch.attention_mask, batch.num_words, strict=True)):
+            generator = torch.Generator().manual_seed(text_seed(ids[mask.bool()].tolist(), seed))
+            words[row, :n] = torch.rand(int(n), generator=generator)
+        return TokenScores(scores=word_to_token_scores(words.to(self.device), batch.word_index))

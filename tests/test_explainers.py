@@ -1,0 +1,296 @@
+"""Properties of the explainers: completeness, batching, agreement with the model, planted words."""
+
+import pytest
+import torch
+from captum.attr import LayerIntegratedGradients
+from conftest import PLANTED_WORD, make_model, planted_texts
+
+from explainers import explain
+from explainers.attention_graph import residual_attention
+from explainers.attention_rollout import rollout
+from explainers.base import length_sorted_batches
+from explainers.forward import TargetLogit
+from explainers.words import tokenize
+
+SHORT = "why?"
+MEDIUM = "who wrote the unbelievably popular novel about a whale?"
+LONG = (
+    "what is the name of the longest river that flows through the capital cities of more than three "
+    "european countries, and which of those countries does it leave last before it reaches the black sea"
+)
+
+GRADIENT_METHODS = ["integrated_gradients", "saliency", "input_x_gradient", "grad_weighted_attention", "shap"]
+EMBEDDING_METHODS = ["label_attention", *GRADIENT_METHODS, "random"]
+ENCODER_METHODS = [*EMBEDDING_METHODS, "attention_rollout", "attention_flow"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # These models are tiny: one thread runs them faster than two, and much faster on a shared machine.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def embedding_model():
+    return make_model("embedding", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def encoder_model():
+    return make_model("encoder", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def double_models():
+    # float64: a difference of 1e-5 then means a real error (a leak between rows, a coarse quadrature)
+    # rather than float32 rounding.
+    return {backbone: make_model(backbone, num_labels=3).double() for backbone in ("embedding", "encoder")}
+
+
+def plain_logits(model, ids: torch.Tensor) -> torch.Tensor:
+    """Logits `(rows, labels)` of a plain forward pass over unpadded `ids` `(rows, seq_len)`."""
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+
+
+def ig(model, tokenizer, texts, **options):
+    return explain(model, tokenizer, texts, method="integrated_gradients", **options)
+
+
+# --- Integrated Gradients ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backbone", ["embedding", "encoder"])
+@pytest.mark.parametrize("baseline", ["pad", "zero"])
+def test_ig_completeness_and_endpoints(backbone, baseline, tokenizer, embedding_model, encoder_model):
+    model = embedding_model if backbone == "embedding" else encoder_model
+    texts = [SHORT, MEDIUM, LONG]
+    for text, exp in zip(texts, ig(model, tokenizer, texts, baseline=baseline, tolerance=None), strict=True):
+        assert abs(exp.score - exp.baseline_score) > 1e-2, "a model whose F does not move would judge nothing"
+        assert abs(sum(exp.scores) - (exp.score - exp.baseline_score)) <= abs(exp.delta) + 1e-5
+        # F(x) is the model's own target logit; with the pad baseline, F(x') is its logit on [CLS] [PAD]… [SEP].
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        assert exp.score == pytest.approx(float(plain_logits(model, ids)[0, exp.target]), abs=1e-5)
+        if baseline == "pad":
+            ids[0, 1:-1] = tokenizer.pad_token_id
+            assert exp.baseline_score == pytest.approx(float(plain_logits(model, ids)[0, exp.target]), abs=1e-5)
+
+
+def test_ig_delta_is_captums_convergence_delta(tokenizer, double_models):
+    model = double_models["encoder"]
+    texts = [SHORT, LONG]
+    results = ig(model, tokenizer, texts, n_steps=8, tolerance=None, target=1)
+    for text, exp in zip(texts, results, strict=True):
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        forward = TargetLogit(model)
+        args = (torch.ones_like(ids), None, torch.tensor([1]), None)
+        baseline = ids.clone()
+        baseline[0, 1:-1] = tokenizer.pad_token_id
+        attributions, delta = LayerIntegratedGradients(forward, model.get_input_embeddings()).attribute(
+            ids, baselines=baseline, additional_forward_args=args, n_steps=8, return_convergence_delta=True
+        )
+        assert exp.delta == pytest.approx(float(delta[0]), abs=1e-6)
+        assert exp.scores[0] == pytest.approx(float(attributions[0, 1].sum()), abs=1e-6)
+
+
+@pytest.mark.parametrize("backbone", ["embedding", "encoder"])
+def test_ig_zero_baseline_is_a_zero_embedding_at_the_words(backbone, tokenizer, embedding_model, encoder_model):
+    model = embedding_model if backbone == "embedding" else encoder_model
+    exp = ig(model, tokenizer, MEDIUM, baseline="zero")
+    ids = tokenizer(MEDIUM, return_tensors="pt").input_ids
+    embeds = model.get_input_embeddings()(ids).detach()
+    embeds[0, 1:-1] = 0.0
+    with torch.no_grad():
+        baseline = model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).logits[0, exp.target]
+    assert exp.baseline_score == pytest.approx(float(baseline), abs=1e-5)
+    pad = ig(model, tokenizer, MEDIUM, baseline="pad")
+    assert abs(pad.baseline_score - exp.baseline_score) > 1e-3, "the test model's [PAD] row must not be zero"
+
+
+def max_abs_delta(model, tokenizer, n_steps: int, integration: str) -> float:
+    results = ig(model, tokenizer, [MEDIUM, LONG], n_steps=n_steps, integration=integration, tolerance=None)
+    return max(abs(exp.delta) for exp in results)
+
+
+def test_delta_shrinks_and_gausslegendre_needs_fewer_steps(tokenizer, double_models):
+    # float64, so that float32 rounding (about 1e-6 here) does not hide the quadrature error.
+    steps = (2, 4, 8, 16, 32)
+    deltas = {
+        (m, n): max_abs_delta(double_models["embedding"], tokenizer, n, m)
+        for m in ("gausslegendre", "riemann_trapezoid")
+        for n in steps
+    }
+    for method in ("gausslegendre", "riemann_trapezoid"):
+        assert deltas[method, 32] < deltas[method, 8] < deltas[method, 2]
+    goal = deltas["riemann_trapezoid", 32]
+    needed = {m: min(n for n in steps if deltas[m, n] <= goal) for m in ("gausslegendre", "riemann_trapezoid")}
+    assert needed["gausslegendre"] < needed["riemann_trapezoid"]
+
+
+def test_tolerance_raises_n_steps_until_delta_is_small(tokenizer, encoder_model):
+    results = ig(encoder_model, tokenizer, [SHORT, MEDIUM, LONG], n_steps=2, tolerance=1e-3, max_steps=256)
+    assert any(exp.extras["n_steps"] > 2 for exp in results)
+    for exp in results:
+        assert abs(exp.delta) <= 1e-3 * abs(exp.score - exp.baseline_score) or exp.extras["n_steps"] == 256
+        assert abs(sum(exp.scores) - (exp.score - exp.baseline_score)) <= abs(exp.delta) + 1e-5
+
+
+def test_contrastive_ig_is_the_difference_of_single_targets(tokenizer, encoder_model):
+    texts = [MEDIUM, LONG]
+    pair = ig(encoder_model, tokenizer, texts, target=("class_2", 0), tolerance=None)
+    first, second = (ig(encoder_model, tokenizer, texts, target=t, tolerance=None) for t in (2, 0))
+    for p, a, b in zip(pair, first, second, strict=True):
+        assert (p.target, p.contrast, p.contrast_label) == (2, 0, "class_0")
+        assert p.scores == pytest.approx([x - y for x, y in zip(a.scores, b.scores, strict=True)], abs=1e-5)
+        assert p.score == pytest.approx(a.score - b.score, abs=1e-5)
+
+
+def test_length_sorted_batches_bound_the_padding(tokenizer):
+    texts = ["a", "a b", "a b", "a b c d e f", "a b c d e f g", "a b c"]
+    items = tokenize(tokenizer, texts, 64)
+    lengths = [len(item.input_ids) for item in items]
+    exact = length_sorted_batches(items, range(len(items)), 16, max_padding=0.0)
+    assert sorted(i for batch in exact for i in batch) == list(range(len(items)))
+    assert all(len({lengths[i] for i in batch}) == 1 for batch in exact)
+    assert length_sorted_batches(items, range(len(items)), 16) == [sorted(range(6), key=lambda i: lengths[i])]
+    assert [len(b) for b in length_sorted_batches(items, range(len(items)), 4)] == [4, 2]
+
+
+# --- every method: batching, targets ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("backbone", "method"),
+    [("embedding", m) for m in EMBEDDING_METHODS] + [("encoder", m) for m in ENCODER_METHODS],
+)
+def test_batched_equals_one_at_a_time(backbone, method, tokenizer, double_models):
+    model = double_models[backbone]
+    texts = [LONG, SHORT, MEDIUM, LONG[:60]]
+    options = {"n_samples": 3} if method == "shap" else {}
+    batched = explain(model, tokenizer, texts, method=method, batch_size=3, **options)
+    for text, exp in zip(texts, batched, strict=True):
+        alone = explain(model, tokenizer, text, method=method, **options)
+        assert exp.words == alone.words
+        assert max(abs(a - b) for a, b in zip(exp.scores, alone.scores, strict=True)) <= 1e-5
+        assert max(abs(s) for s in exp.scores) > 1e-3 or method == "label_attention"
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "label_attention", "saliency"])
+def test_all_targets_in_one_call(method, tokenizer, double_models):
+    encoder_model = double_models["encoder"]
+    texts = [SHORT, MEDIUM]
+    every = explain(encoder_model, tokenizer, texts, method=method, targets="all")
+    assert [len(per_text) for per_text in every] == [3, 3]
+    for text, per_text in zip(texts, every, strict=True):
+        for target, exp in enumerate(per_text):
+            alone = explain(encoder_model, tokenizer, text, method=method, target=target)
+            assert exp.target == target
+            assert exp.scores == pytest.approx(alone.scores, abs=1e-5)
+
+
+def test_multi_label_probability_is_the_sigmoid(tokenizer):
+    model = make_model("embedding", multi_label=True, num_labels=4)
+    exps = explain(model, tokenizer, MEDIUM, method="label_attention", targets="all")
+    logits = plain_logits(model, tokenizer(MEDIUM, return_tensors="pt").input_ids)[0]
+    assert [exp.probability for exp in exps] == pytest.approx(torch.sigmoid(logits).tolist(), abs=1e-6)
+
+
+# --- agreement with the model ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backbone", ["embedding", "encoder"])
+def test_label_attention_is_the_models_own_weights(backbone, tokenizer, embedding_model, encoder_model):
+    model = embedding_model if backbone == "embedding" else encoder_model
+    text = "an unbelievably unbreakable zebra-crossing"  # several words of several sub-tokens
+    exp = explain(model, tokenizer, text, method="label_attention", target=1)
+    encoding = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        weights = model(**encoding, output_attentions=True).label_attentions[0].mean(dim=0)  # (labels, seq)
+    word_ids = encoding.word_ids(0)
+    expected = [[0.0] * len(exp.words) for _ in range(3)]
+    for position, word in enumerate(word_ids):
+        if word is not None:
+            for label in range(3):
+                expected[label][word] += float(weights[label, position])
+    assert exp.scores == pytest.approx(expected[1], abs=1e-6)
+    for label in range(3):
+        assert exp.extras["class_scores"][label] == pytest.approx(expected[label], abs=1e-6)
+    assert len(exp.words) < len(word_ids) - 2, "the text must have words of several sub-tokens"
+
+
+def test_rollout_rows_sum_to_one(tokenizer, encoder_model):
+    encoding = tokenizer([SHORT, LONG], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        attentions = encoder_model(**encoding, output_attentions=True).attentions
+    layers = residual_attention(attentions)
+    rolled = rollout(layers)
+    assert torch.allclose(layers.sum(-1), torch.ones(layers.shape[:-1]), atol=1e-6)
+    assert torch.allclose(rolled.sum(-1), torch.ones(rolled.shape[:-1]), atol=1e-5)
+    # The read-out is a distribution over the tokens, so the rollout scores of all tokens (special ones
+    # included) sum to 1, and the words get less than all of it.
+    exp = explain(encoder_model, tokenizer, LONG, method="attention_rollout")
+    assert 0.5 < sum(exp.scores) < 1.0
+    assert min(exp.scores) >= 0
+
+
+def test_shap_sums_to_the_output_minus_the_empty_text(tokenizer, encoder_model):
+    exp = explain(encoder_model, tokenizer, MEDIUM, method="shap", n_samples=5)
+    assert sum(exp.scores) == pytest.approx(exp.score - exp.baseline_score, abs=1e-4)
+    ids = tokenizer(MEDIUM, return_tensors="pt").input_ids
+    assert exp.score == pytest.approx(float(plain_logits(encoder_model, ids)[0, exp.target]), abs=1e-5)
+    ids[0, 1:-1] = tokenizer.pad_token_id
+    assert exp.baseline_score == pytest.approx(float(plain_logits(encoder_model, ids)[0, exp.target]), abs=1e-5)
+
+
+def test_shap_converges_to_exact_shapley_values(tokenizer, embedding_model):
+    # Three words: 6 orderings in all, so many samples give the exact values; compare with the formula.
+    from itertools import permutations
+
+    text = "who wrote this"
+    exp = explain(embedding_model, tokenizer, text, method="shap", n_samples=400, target=0)
+    ids = tokenizer(text, return_tensors="pt").input_ids[0]
+
+    def value(kept: set[int]) -> float:
+        row = ids.clone()
+        for w in range(3):
+            if w not in kept:
+                row[1 + w] = tokenizer.pad_token_id
+        return float(plain_logits(embedding_model, row[None])[0, 0])
+
+    exact = [0.0, 0.0, 0.0]
+    for order in permutations(range(3)):
+        for k, w in enumerate(order):
+            exact[w] += (value(set(order[: k + 1])) - value(set(order[:k]))) / 6
+    assert exp.scores == pytest.approx(exact, abs=0.15 * max(abs(v) for v in exact))
+
+
+# --- planted word -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("backbone", "method"),
+    [("embedding", m) for m in EMBEDDING_METHODS if m != "random"]
+    + [("encoder", m) for m in ("attention_rollout", "attention_flow", "integrated_gradients", "shap")],
+)
+def test_planted_word_ranks_first(backbone, method, tokenizer, request):
+    model = request.getfixturevalue(f"planted_{backbone}_model")
+    texts = [text for text, label in zip(*planted_texts(12, seed=7), strict=True) if label == 1]
+    options = {"n_samples": 5} if method == "shap" else {}
+    for exp in explain(model, tokenizer, texts, method=method, **options):
+        assert exp.target_label == "planted"
+        # Ties allowed: attention flow saturates, several tokens can carry the whole read-out capacity of 1.
+        assert exp.scores[exp.words.index(PLANTED_WORD)] == max(exp.scores), (method, exp.text, exp.top_words(3))
+
+
+def test_random_is_seeded_per_text(tokenizer, embedding_model):
+    first = explain(embedding_model, tokenizer, [MEDIUM, LONG], method="random", seed=3)
+    again = explain(embedding_model, tokenizer, [LONG, MEDIUM], method="random", seed=3)
+    other = explain(embedding_model, tokenizer, MEDIUM, method="random", seed=4)
+    assert first[0].scores == again[1].scores and first[1].scores == again[0].scores
+    assert other.scores != first[0].scores
+    assert first[0].scores[: len(first[0].scores)] != first[1].scores[: len(first[0].scores)]
+    assert all(0.0 <= s < 1.0 for exp in first for s in exp.scores)

@@ -1,0 +1,250 @@
+"""The explainers' contract at the edges: clear errors for bad input, the result's views, and the CLI."""
+
+import json
+import warnings
+
+import pytest
+import torch
+from conftest import make_model
+from transformers import BertTokenizerLegacy
+
+from explainers import ExplainerError, ExplainerInputError, MethodError, TargetError, explain
+from labelattn import minilm_path
+from labelattn.cli import main
+
+TEXT = "Héllo,  wörld!! Don't   stop—now: 3.14 e-mails <b>bold</b> unbelievably"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model("embedding", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def encoder_model():
+    return make_model("encoder", num_labels=3)
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_empty_text(text, model, tokenizer):
+    with pytest.raises(ExplainerInputError, match="empty or only whitespace"):
+        explain(model, tokenizer, ["fine", text], method="saliency")
+
+
+def test_no_text_and_not_a_str(model, tokenizer):
+    with pytest.raises(ExplainerError, match="No text"):
+        explain(model, tokenizer, [], method="saliency")
+    with pytest.raises(ExplainerInputError, match="not a str"):
+        explain(model, tokenizer, ["fine", 3], method="saliency")
+
+
+def test_too_long_text_is_truncated_with_a_warning(encoder_model, tokenizer):
+    text = " ".join(["word"] * 200) + " ending"  # the tiny encoder reads 128 positions
+    with pytest.warns(UserWarning, match="longer than 128 tokens"):
+        exp = explain(encoder_model, tokenizer, text, method="integrated_gradients")
+    assert exp.truncated
+    assert len(exp.words) == 126 and "ending" not in exp.words
+    assert abs(sum(exp.scores) - (exp.score - exp.baseline_score)) <= abs(exp.delta) + 1e-5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not explain(encoder_model, tokenizer, "short text", method="saliency").truncated
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("positive", r"Unknown target label 'positive': the model's labels are \['class_0'"),
+        (3, r"Target index 3 is out of range: the model has 3 classes"),
+        (-1, r"Target index -1 is out of range"),
+        (1.5, r"class index or a label name"),
+        (("class_0", 7), r"Target index 7 is out of range"),
+        ((0, 1, 2), r"two classes"),
+    ],
+)
+def test_bad_targets(target, message, model, tokenizer):
+    with pytest.raises(TargetError, match=message):
+        explain(model, tokenizer, "who wrote it", method="integrated_gradients", target=target)
+
+
+def test_pair_target_for_a_method_that_cannot_take_one(model, tokenizer):
+    with pytest.raises(TargetError, match="'label_attention' cannot explain a pair target"):
+        explain(model, tokenizer, "who wrote it", method="label_attention", target=(0, 1))
+
+
+def test_target_per_text_and_targets_all(model, tokenizer):
+    with pytest.raises(TargetError, match="2 targets were given for 1 texts"):
+        explain(model, tokenizer, ["who"], method="saliency", target=[0, 1])
+    with pytest.raises(ExplainerError, match="either target or targets='all'"):
+        explain(model, tokenizer, "who", method="saliency", target=0, targets="all")
+    with pytest.raises(ExplainerError, match="the only value is 'all'"):
+        explain(model, tokenizer, "who", method="saliency", targets="every")
+    exps = explain(model, tokenizer, ["who", "what"], method="saliency", target=[2, "class_1"])
+    assert [exp.target for exp in exps] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("backbone", "pooling", "method", "message"),
+    [
+        ("embedding", "label_attention", "attention_rollout", "'embedding' backbone has none"),
+        ("embedding", "label_attention", "attention_flow", "'embedding' backbone has none"),
+        ("embedding", "mean", "label_attention", "pools with 'mean'"),
+        ("encoder", "mean", "label_attention", "pools with 'mean'"),
+        ("embedding", "mean", "grad_weighted_attention", "has none"),
+        ("embedding", "label_attention", "lime", "Unknown method 'lime'"),
+    ],
+)
+def test_method_unfit_for_the_model(backbone, pooling, method, message, tokenizer):
+    unfit = make_model(backbone, pooling=pooling)
+    with pytest.raises(MethodError, match=message):
+        explain(unfit, tokenizer, "who wrote it", method=method)
+
+
+def test_methods_that_fit_a_mean_pooling_encoder(tokenizer):
+    model = make_model("encoder", pooling="mean")
+    for method in ("attention_rollout", "attention_flow", "grad_weighted_attention", "integrated_gradients"):
+        exp = explain(model, tokenizer, "who wrote it", method=method)
+        assert len(exp.scores) == 3 and any(s != 0 for s in exp.scores)
+
+
+def test_slow_tokenizer(model):
+    slow = BertTokenizerLegacy.from_pretrained(minilm_path())
+    with pytest.raises(ExplainerInputError, match=r"slow tokenizer.*use_fast=True"):
+        explain(model, slow, "who wrote it", method="saliency")
+
+
+@pytest.mark.parametrize(
+    ("method", "options", "message"),
+    [
+        ("saliency", {"n_steps": 5}, r"saliency takes no option \['n_steps'\]"),
+        ("integrated_gradients", {"steps": 5}, r"its options are \['baseline', 'integration'"),
+        ("integrated_gradients", {"baseline": "noise"}, "baseline='noise': choose one of"),
+        ("integrated_gradients", {"integration": "simpson"}, "integration='simpson': choose one of"),
+        ("integrated_gradients", {"n_steps": 0}, "n_steps=0 must be at least 1"),
+        ("integrated_gradients", {"tolerance": -1.0}, "must be positive"),
+        ("shap", {"baseline": "unk"}, "baseline='unk'"),
+        ("shap", {"n_samples": 0}, "at least 1"),
+        ("grad_weighted_attention", {"source": "heads"}, "source='heads'"),
+    ],
+)
+def test_bad_options(method, options, message, model, tokenizer):
+    with pytest.raises(ExplainerError, match=message):
+        explain(model, tokenizer, "who wrote it", method=method, **options)
+
+
+def test_errors_are_value_errors():
+    for error in (ExplainerError, ExplainerInputError, TargetError, MethodError):
+        assert issubclass(error, ValueError)
+
+
+# --- the result and its views ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "label_attention", "shap"])
+def test_words_spans_and_views(method, model, tokenizer):
+    exp = explain(model, tokenizer, TEXT, method=method, target=("class_1", 0) if method == "shap" else None)
+    assert exp.words == [TEXT[start:end] for start, end in exp.spans]
+    assert "unbelievably" in exp.words and "Héllo" in exp.words  # words of several sub-tokens stay whole
+    assert not {"[CLS]", "[SEP]", "[PAD]"} & set(exp.words)
+    assert len(exp.scores) == len(exp.words)
+
+    data = json.loads(json.dumps(exp.to_dict()))
+    assert data["words"] == exp.words and data["spans"] == [list(s) for s in exp.spans]
+    assert data["method"] == method and data["target_label"] == exp.target_label
+
+    pieces = exp.to_highlighted_text()
+    assert "".join(piece for piece, _ in pieces) == TEXT
+    values = [value for _, value in pieces if value is not None]
+    assert len(values) == len(exp.words)
+    assert all(-1.0 <= v <= 1.0 for v in values) and max(abs(v) for v in values) == pytest.approx(1.0)
+    # Signs survive the scaling: it divides by the largest magnitude, never softmax-normalises.
+    assert [v > 0 for v in values] == [s > 0 for s in exp.scores]
+
+    snippet = exp.to_html()
+    assert "&lt;" in snippet and "&gt;" in snippet and "<b>bold" not in snippet  # the text's markup is escaped
+
+
+def test_plot(model, tokenizer):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    exp = explain(model, tokenizer, "who wrote hamlet", method="label_attention")
+    figure = exp.plot()
+    assert figure.axes[0].get_images()[0].get_array().shape == (3, 3)  # classes × words
+
+
+# --- the CLI -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory, tokenizer, model):
+    folder = tmp_path_factory.mktemp("model")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_cli_explain(saved_model, tmp_path, capsys):
+    page = tmp_path / "out.html"
+    code = main(
+        [
+            "explain",
+            str(saved_model),
+            "Who wrote Hamlet ?",
+            "--method",
+            "shap",
+            "--option",
+            "n_samples=3",
+            "--target",
+            "class_1",
+            "--contrast",
+            "0",
+            "--html",
+            str(page),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "shap · class_1" in out and "rather than class_0" in out
+    assert "Hamlet +" in out or "Hamlet -" in out
+    assert "Hamlet" in page.read_text() and page.read_text().startswith("<!doctype html>")
+
+
+def test_cli_all_targets(saved_model, capsys):
+    assert (
+        main(["explain", str(saved_model), "Who wrote Hamlet ?", "--method", "label_attention", "--all-targets"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert all(f"label_attention · class_{i}" in out for i in range(3))
+
+
+def test_cli_examples_from_the_default_data_set(saved_model, capsys):
+    assert main(["explain", str(saved_model), "--examples", "2", "--method", "random"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("random · class_") == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["explain", "no/such/folder", "hi"], "No model folder at no/such/folder"),
+        (["explain", "{model}"], "Nothing to explain"),
+        (["explain", "{model}", "hi", "--method", "lime"], "Unknown method 'lime'"),
+        (["explain", "{model}", "hi", "--option", "n_steps"], "not KEY=VALUE"),
+        (["explain", "{model}", "hi", "--contrast", "0"], "--contrast needs --target"),
+        (["explain", "{model}", "hi", "--target", "nope"], "Unknown target label 'nope'"),
+    ],
+)
+def test_cli_errors(argv, message, saved_model, capsys):
+    assert main([a.replace("{model}", str(saved_model)) for a in argv]) == 2
+    assert message in capsys.readouterr().err
