@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 
-.PHONY: demo test install install-dev chromium lint bench clean
+.PHONY: demo test install install-dev chromium lint bench screenshot clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,11 @@ lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench: install-dev
-	for script in bench/*.py; do $(OFFLINE) $(BIN)/python $$script || exit 1; done
+	for script in bench/[!_]*.py; do $(OFFLINE) $(BIN)/python $$script || exit 1; done
+
+# Retake docs/space.png with the browser test's own code (needs models/trec-embedding: run `make demo` first).
+screenshot: install-dev chromium
+	LABELATTN_SCREENSHOT=docs/space.png $(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_space_browser.py -k screenshot
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -23,7 +23,6 @@ is scaled to the chunk. The table is printed and written into docs/explainers.md
 import argparse
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from _docs_block import write_into_docs
 from captum.attr import LayerIntegratedGradients
 from captum.attr._utils.approximation_methods import approximation_parameters
 from transformers import AutoTokenizer
@@ -45,7 +45,6 @@ from modeling_labelattn import LabelAttnForSequenceClassification
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/ig_speed.py"
-BEGIN, END = "<!-- bench:ig_speed -->", "<!-- /bench:ig_speed -->"
 CAPTUM_STEPS = 50
 GROUP = 16  # the library's default batch_size
 
@@ -206,16 +205,6 @@ def markdown(rows: list[dict], n_steps: int, load: tuple[float, float], command:
     return "\n".join(lines)
 
 
-def write_into_docs(table: str, path: Path) -> None:
-    text = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text += f"\n{block}\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=200, help="TREC test questions to explain per backbone")
@@ -236,7 +225,7 @@ def main() -> None:
     command = " ".join([COMMAND, *(a for a in sys.argv[1:] if not a.startswith("--docs") and a != str(args.docs))])
     table = markdown(rows, args.n_steps, (before, os.getloadavg()[0]), command)
     print(table)
-    write_into_docs(table, args.docs)
+    write_into_docs(table, args.docs, "ig_speed")
     print(f"\nwritten into {args.docs}")
 
 

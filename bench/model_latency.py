@@ -13,12 +13,12 @@ import argparse
 import itertools
 import os
 import platform
-import re
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from _docs_block import write_into_docs
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
@@ -30,7 +30,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/model_latency.py"
 SHAPES = [(32, 64), (1, 64)]
 NUM_LABELS = 6
-BEGIN, END = "<!-- bench:model_latency -->", "<!-- /bench:model_latency -->"
 
 
 def build(backbone: str, pooling: str, device: torch.device) -> LabelAttnForSequenceClassification:
@@ -136,17 +135,6 @@ def markdown(rows: list[dict], device: torch.device, load: tuple[float, float]) 
     )
 
 
-def write_into_docs(table: str, path: Path) -> None:
-    """Replace the text between the benchmark markers of `path` (added at the end when missing)."""
-    text = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text = f"{text.rstrip()}\n\n{block}\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30, help="most interleaved rounds per shape")
@@ -163,7 +151,7 @@ def main() -> None:
     rows = [row for backbone in ("embedding", "minilm") for row in compare(backbone, device, args.repeats, args.budget)]
     table = markdown(rows, device, (load_before, os.getloadavg()[0]))
     print(table)
-    write_into_docs(table, args.docs)
+    write_into_docs(table, args.docs, "model_latency")
     print(f"\nwritten into {args.docs}")
 
 

@@ -8,13 +8,17 @@ real tokens for a mean-pooling one (these models read no [CLS] vector).
 
 import torch
 
-from .base import Explainer
+from .base import Explainer, at_least_float32
 from .words import TokenBatch
 
 
 def residual_attention(attentions: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """`L × (batch, heads, seq, seq)` -> `(batch, L, seq, seq)`: heads averaged, `0.5·A + 0.5·I`, rows summing to 1."""
-    mixed = 0.5 * torch.stack(attentions, dim=1).mean(dim=2)
+    """`L × (batch, heads, seq, seq)` -> `(batch, L, seq, seq)`: heads averaged, `0.5·A + 0.5·I`, rows summing to 1.
+
+    At least float32 whatever the model's dtype: the rollout multiplies L of these, and bf16 rounding would
+    compound.
+    """
+    mixed = 0.5 * at_least_float32(torch.stack(attentions, dim=1)).mean(dim=2)
     mixed = mixed + 0.5 * torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)
     return mixed / mixed.sum(dim=-1, keepdim=True)
 
@@ -26,7 +30,7 @@ def attention_graph(explainer: Explainer, batch: TokenBatch, target: torch.Tenso
     outputs = explainer.model(**batch.model_inputs(), output_attentions=True)
     layers = residual_attention(outputs.attentions)
     if outputs.label_attentions is not None:
-        rows = outputs.label_attentions.mean(dim=1)  # (batch, labels, seq)
+        rows = at_least_float32(outputs.label_attentions).mean(dim=1)  # (batch, labels, seq)
         readout = rows[torch.arange(rows.shape[0], device=rows.device), target]
     else:
         mask = batch.attention_mask.to(layers.dtype)

@@ -4,14 +4,15 @@ A method subclasses `Explainer`, declares what it needs, and implements `token_s
 everything else (texts to tokens, targets, length-sorted batches, tokens to words, the `Explanation`) is here.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .errors import ExplainerError, MethodError
+from .errors import ExplainerError, ExplainerInputError, MethodError
 from .explanation import Explanation
 from .targets import Target, resolve_targets
 from .words import TokenBatch, TokenizedText, collate, token_to_word_scores, tokenize
@@ -43,10 +44,29 @@ class TokenScores:
 
 
 def probabilities(model: PreTrainedModel, logits: torch.Tensor) -> torch.Tensor:
-    """Class probabilities: sigmoid for a multi-label model, softmax otherwise."""
+    """Class probabilities `(batch, num_labels)`: sigmoid for a multi-label model, softmax otherwise."""
     if model.config.problem_type == "multi_label_classification":
         return torch.sigmoid(logits)
     return torch.softmax(logits, dim=-1)
+
+
+def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` in float32, or float64 if it is: the dtype to add up scores in, whatever the model computes in
+    (bf16 and fp16 would round sums of many small terms)."""
+    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block every module is in eval mode (no dropout); on exit each gets its own mode back, so that
+    explaining in the middle of training leaves the training as it was."""
+    modes = {module: module.training for module in model.modules()}
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes.items():
+            module.train(training)
 
 
 class Explainer:
@@ -60,6 +80,8 @@ class Explainer:
         max_padding: the largest fraction of padding a batch may hold (see `length_sorted_batches`); 0 for
             methods whose cost per text is large enough that batching only texts of one length costs nothing.
         defaults: the method's options and their default values; other options are refused.
+        choices: the allowed values of the options that take one of a few.
+        nullable: the options that also take None.
     """
 
     name: ClassVar[str] = ""
@@ -68,11 +90,16 @@ class Explainer:
     needs_label_attention: ClassVar[bool] = False
     max_padding: ClassVar[float] = 0.25
     defaults: ClassVar[dict[str, Any]] = {}
+    choices: ClassVar[dict[str, Sequence[str]]] = {}
+    nullable: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
-        config = model.config
+        config = getattr(model, "config", None)
         if getattr(config, "model_type", None) != "labelattn":
-            raise MethodError(f"The explainers read labelattn models; got a {type(model).__name__}.")
+            raise MethodError(
+                f"The explainers read labelattn models; got a {type(model).__name__}. Pass the model first, then "
+                "its tokenizer: explain(model, tokenizer, texts)."
+            )
         if self.needs_encoder and config.backbone != "encoder":
             raise MethodError(
                 f"{self.name} follows attention through the encoder's layers, and this model's "
@@ -83,7 +110,7 @@ class Explainer:
                 f"{self.name} reads the label-attention weights, and this model pools with {config.pooling!r}: "
                 "use integrated_gradients, saliency or shap."
             )
-        self.model = model.eval()
+        self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.id2label = {int(k): v for k, v in config.id2label.items()}
@@ -101,21 +128,44 @@ class Explainer:
         raise NotImplementedError
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options with the defaults filled in, after checking their names, types (each that of its default;
+        an int does for a float) and `choices`. Subclasses add their own range checks."""
         unknown = sorted(set(options) - set(self.defaults))
         if unknown:
             raise ExplainerError(
                 f"{self.name} takes no option {unknown}: its options are {sorted(self.defaults) or 'none'}."
             )
+        for name, value in options.items():
+            default = self.defaults[name]
+            if value is None and name in self.nullable:
+                continue
+            expected = (int, float) if isinstance(default, float) else type(default)
+            if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
+                raise ExplainerError(
+                    f"{name}={value!r} has the wrong type ({type(value).__name__}): {self.name} expects "
+                    f"{type(default).__name__} for it, e.g. the default {default!r}."
+                )
+            if name in self.choices and value not in self.choices[name]:
+                raise ExplainerError(f"{name}={value!r}: choose one of {list(self.choices[name])}.")
         return {**self.defaults, **options}
 
-    @torch.no_grad()
     def predict(self, items: list[TokenizedText], batch_size: int) -> torch.Tensor:
-        """Logits `(texts, num_labels)` of the tokenized texts, in length-sorted batches."""
-        logits = torch.empty(len(items), len(self.id2label), device=self.device)
-        for rows in length_sorted_batches(items, range(len(items)), batch_size):
-            batch = collate([items[i] for i in rows], self.tokenizer.pad_token_id or 0, self.device)
-            logits[rows] = self.model(**batch.model_inputs()).logits.float()
-        return logits
+        """Logits `(texts, num_labels)` (float32) of the tokenized texts."""
+        return predict_logits(self.model, items, self.tokenizer.pad_token_id or 0, batch_size)
+
+    def max_length(self, requested: int | None) -> int:
+        """The most tokens of a text: `requested`, checked, or by default all that the model and tokenizer read."""
+        limit = min(self.model.config.max_seq_length, getattr(self.tokenizer, "model_max_length", 10**9))
+        if requested is None:
+            return limit
+        # The special tokens and at least one word.
+        shortest = self.tokenizer.num_special_tokens_to_add() + 1
+        if isinstance(requested, bool) or not isinstance(requested, int) or not shortest <= requested <= limit:
+            raise ExplainerError(
+                f"max_length={requested!r}: give a number of tokens from {shortest} (the special tokens and one "
+                f"word) to {limit} (the most this model reads), or None for {limit}."
+            )
+        return requested
 
     def explain(
         self,
@@ -139,6 +189,8 @@ class Explainer:
             options: the method's own options (see its `defaults`).
         """
         single = isinstance(texts, str)
+        if not isinstance(texts, Iterable):
+            raise ExplainerInputError(f"texts is a {type(texts).__name__}: pass a str or a list of str.")
         texts = [texts] if single else list(texts)
         if not texts:
             raise ExplainerError("No text to explain: pass a str or a non-empty list of str.")
@@ -146,16 +198,27 @@ class Explainer:
             raise ExplainerError(f"targets={targets!r}: the only value is 'all' (every class).")
         if targets == "all" and target is not None:
             raise ExplainerError("Pass either target or targets='all', not both.")
-        if batch_size < 1:
-            raise ExplainerError(f"batch_size must be at least 1, got {batch_size}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ExplainerError(f"batch_size={batch_size!r}: give a number of rows, at least 1.")
         options = self.check_options(options)
-        limit = min(self.model.config.max_seq_length, getattr(self.tokenizer, "model_max_length", 10**9))
-        items = tokenize(self.tokenizer, texts, max_length or limit)
+        items = tokenize(self.tokenizer, texts, self.max_length(max_length))
+        with evaluating(self.model):
+            explanations = self._explain(items, target, targets == "all", batch_size, options)
+        return explanations[0] if single else explanations
 
+    def _explain(
+        self,
+        items: list[TokenizedText],
+        target: Target | list[Target],
+        all_targets: bool,
+        batch_size: int,
+        options: dict[str, Any],
+    ) -> list[Explanation] | list[list[Explanation]]:
+        """`explain` once the arguments are checked and the texts tokenized: one result per text."""
         logits = self.predict(items, batch_size)
         probs = probabilities(self.model, logits)
         num_labels = logits.shape[-1]
-        if targets == "all":
+        if all_targets:
             rows = [i for i in range(len(items)) for _ in range(num_labels)]
             target_index = torch.arange(num_labels, device=self.device).repeat(len(items))
             contrast_index = None
@@ -173,11 +236,11 @@ class Explainer:
             group_contrast = contrast_index[group] if contrast_index is not None else None
             result = self.token_scores(batch, group_target, group_contrast, **options)
             max_words = int(batch.num_words.max())
-            word_scores = token_to_word_scores(result.scores.detach().float(), batch.word_index, max_words)
+            word_scores = token_to_word_scores(at_least_float32(result.scores.detach()), batch.word_index, max_words)
             class_words = None
             if result.class_scores is not None:
                 class_words = token_to_word_scores(
-                    result.class_scores.detach().float(), batch.word_index[:, None], max_words
+                    at_least_float32(result.class_scores.detach()), batch.word_index[:, None], max_words
                 )
             for k, j in enumerate(group):
                 explanations[j] = self._explanation(
@@ -190,9 +253,9 @@ class Explainer:
                     result.diagnostics[k] if result.diagnostics else {},
                     options,
                 )
-        if targets == "all":
-            explanations = [explanations[i * num_labels : (i + 1) * num_labels] for i in range(len(items))]
-        return explanations[0] if single else explanations
+        if all_targets:
+            return [explanations[i * num_labels : (i + 1) * num_labels] for i in range(len(items))]
+        return explanations
 
     def _explanation(
         self,
@@ -228,6 +291,21 @@ class Explainer:
             delta=diagnostics.get("delta"),
             extras=extras,
         )
+
+
+@torch.no_grad()
+def predict_logits(
+    model: PreTrainedModel, items: Sequence[TokenizedText], pad_token_id: int, batch_size: int
+) -> torch.Tensor:
+    """Logits `(texts, num_labels)` (float32, on the model's device) of tokenized texts, in eval mode and in
+    length-sorted batches, so that short texts are not padded to the longest one."""
+    device = next(model.parameters()).device
+    logits = torch.empty(len(items), model.config.num_labels, device=device)
+    with evaluating(model):
+        for rows in length_sorted_batches(items, range(len(items)), batch_size):
+            batch = collate([items[i] for i in rows], pad_token_id, device)
+            logits[rows] = model(**batch.model_inputs()).logits.float()
+    return logits
 
 
 def text_seed(input_ids: list[int], seed: int) -> int:

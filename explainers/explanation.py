@@ -3,7 +3,11 @@
 import html
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # matplotlib is imported only when a plot is asked for
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -93,7 +97,7 @@ class Explanation:
             title += f" rather than {html.escape(self.contrast_label)}"
         return f'<div class="labelattn-explanation"><div><b>{title}</b></div><p>{"".join(parts)}</p></div>'
 
-    def plot(self, ax=None):
+    def plot(self, ax: "Axes | None" = None) -> "Figure":
         """A matplotlib heatmap: words × classes when the method gives every class (label attention),
         else one row of word scores. Returns the figure."""
         import matplotlib.pyplot as plt

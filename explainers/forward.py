@@ -1,8 +1,14 @@
-"""F, the scalar that the gradient and perturbation methods explain, as a function Captum can call."""
+"""F, the scalar that the gradient and perturbation methods explain, as a function Captum can call; and a
+temporary hook on the embedding layer's output."""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
+from torch import nn
 from transformers import PreTrainedModel
 
+from .base import at_least_float32
 from .targets import target_output
 from .words import TokenBatch
 
@@ -11,7 +17,8 @@ class TargetLogit:
     """`F(rows) -> (rows,)`: the target class's logit, minus the contrast class's logit for a pair target.
 
     Captum calls it with its inputs first (token ids `(rows, seq_len)`) and then `args(...)`, which it repeats
-    along the rows for every interpolation step or perturbation.
+    along the rows for every interpolation step or perturbation. The model runs in its own dtype; F is float32,
+    so that what Captum sums from it (convergence delta, Shapley values) is not rounded to bf16.
     """
 
     def __init__(self, model: PreTrainedModel):
@@ -26,9 +33,26 @@ class TargetLogit:
         contrast: torch.Tensor | None,
     ) -> torch.Tensor:
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
-        return target_output(logits, target, contrast)
+        return target_output(at_least_float32(logits), target, contrast)
 
     @staticmethod
     def args(batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> tuple:
         """The arguments after the token ids, in the order `__call__` takes them."""
         return (batch.attention_mask, batch.token_type_ids, target, contrast)
+
+
+@contextmanager
+def embedding_output(
+    model: PreTrainedModel, change: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> Iterator[None]:
+    """Within the block, the embedding layer's output `(batch, seq_len, hidden)` is `change(input_ids, output)`;
+    the hook is removed on exit, even when the block raises."""
+
+    def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> torch.Tensor:
+        return change(inputs[0], output)
+
+    handle = model.get_input_embeddings().register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()

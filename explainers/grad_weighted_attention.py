@@ -1,16 +1,16 @@
 """Gradient-weighted attention: attention weights times the size of F's gradient with respect to them."""
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import Explainer, TokenScores, register
-from .errors import ExplainerError, MethodError
+from .base import Explainer, TokenScores, at_least_float32, register
+from .errors import MethodError
+from .forward import embedding_output
 from .targets import target_output
 from .words import TokenBatch
-
-SOURCES = ("all", "label", "encoder")
 
 
 @register
@@ -29,6 +29,7 @@ class GradWeightedAttentionExplainer(Explainer):
     name = "grad_weighted_attention"
     allows_contrast = True
     defaults: ClassVar[dict[str, Any]] = {"source": "all"}
+    choices: ClassVar[dict[str, Sequence[str]]] = {"source": ("all", "label", "encoder")}
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
         super().__init__(model, tokenizer)
@@ -38,26 +39,31 @@ class GradWeightedAttentionExplainer(Explainer):
                 "use integrated_gradients, saliency or shap."
             )
 
-    def check_options(self, options: dict) -> dict:
+    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
-        if options["source"] not in SOURCES:
-            raise ExplainerError(f"source={options['source']!r}: choose one of {SOURCES}.")
+        config = self.model.config
+        present = {"all": True, "label": config.pooling == "label_attention", "encoder": config.backbone == "encoder"}
+        if not present[options["source"]]:
+            raise MethodError(
+                f"source={options['source']!r}: this model (backbone {config.backbone!r}, pooling "
+                f"{config.pooling!r}) has no {options['source']} attention; use source='all'."
+            )
         return options
 
     def token_scores(
         self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, source: str
     ) -> TokenScores:
-        with torch.enable_grad():
+        # The embeddings require grad, so that every attention weight does even when the weights are frozen.
+        with torch.enable_grad(), embedding_output(self.model, lambda ids, out: out.detach().requires_grad_()):
             outputs = self.model(**batch.model_inputs(), output_attentions=True)
             weights = []  # each (batch, heads, queries, seq): queries are classes or token positions
             if source in ("all", "label") and outputs.label_attentions is not None:
                 weights.append(outputs.label_attentions)
             if source in ("all", "encoder") and outputs.attentions:
                 weights.extend(outputs.attentions)
-            if not weights:
-                raise MethodError(f"This model has no {source} attention to weigh: use source='all'.")
             output = target_output(outputs.logits, target, contrast)
             # Rows are independent, so the gradient of the sum holds each row's own gradient.
             grads = torch.autograd.grad(output.sum(), weights)
-        scores = sum((w * g.abs()).mean(dim=1).sum(dim=1) for w, g in zip(weights, grads, strict=True))
+        weighted = (at_least_float32(w) * at_least_float32(g).abs() for w, g in zip(weights, grads, strict=True))
+        scores = sum(w.mean(dim=1).sum(dim=1) for w in weighted)  # heads averaged, what attends summed
         return TokenScores(scores=scores.detach())

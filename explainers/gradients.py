@@ -5,7 +5,7 @@ from typing import ClassVar
 import torch
 from captum.attr import LayerGradientXActivation
 
-from .base import Explainer, TokenScores
+from .base import Explainer, TokenScores, at_least_float32
 from .forward import TargetLogit
 from .words import TokenBatch
 
@@ -31,4 +31,4 @@ class EmbeddingGradientExplainer(Explainer):
             forward, self.model.get_input_embeddings(), multiply_by_inputs=self.multiply_by_inputs
         )
         attributions = method.attribute(batch.input_ids, additional_forward_args=forward.args(batch, target, contrast))
-        return TokenScores(scores=self.reduce(attributions.float()))
+        return TokenScores(scores=self.reduce(at_least_float32(attributions)))

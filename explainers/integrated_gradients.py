@@ -6,7 +6,8 @@ token (or a zero embedding), special tokens and padding kept: only word tokens d
 every unit of `F(x) − F(x′)` lands on a word.
 """
 
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -14,29 +15,10 @@ from captum.attr import LayerIntegratedGradients
 from captum.attr._utils.approximation_methods import SUPPORTED_METHODS
 from torch import nn
 
-from .base import Explainer, TokenScores, register
+from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import ExplainerError
-from .forward import TargetLogit
+from .forward import TargetLogit, embedding_output
 from .words import TokenBatch
-
-BASELINES = ("pad", "zero")
-
-
-@contextmanager
-def zero_embedding_of(layer: nn.Module, token_id: int):
-    """Within the block, `layer` embeds `token_id` as a zero vector (the "zero" baseline through the layer).
-
-    Padding positions are masked out of every attention, so zeroing them too changes no output.
-    """
-
-    def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> torch.Tensor:
-        return output.masked_fill((inputs[0] == token_id)[..., None], 0.0)
-
-    handle = layer.register_forward_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
 
 
 class EndpointRecorder(TargetLogit):
@@ -88,13 +70,11 @@ class IntegratedGradientsExplainer(Explainer):
         "tolerance": 0.01,
         "max_steps": 256,
     }
+    choices: ClassVar[dict[str, Sequence[str]]] = {"integration": SUPPORTED_METHODS, "baseline": ("pad", "zero")}
+    nullable = frozenset({"tolerance"})
 
-    def check_options(self, options: dict) -> dict:
+    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
-        if options["integration"] not in SUPPORTED_METHODS:
-            raise ExplainerError(f"integration={options['integration']!r}: choose one of {SUPPORTED_METHODS}.")
-        if options["baseline"] not in BASELINES:
-            raise ExplainerError(f"baseline={options['baseline']!r}: choose one of {BASELINES}.")
         if not 1 <= options["n_steps"] <= options["max_steps"]:
             raise ExplainerError(
                 f"n_steps={options['n_steps']} must be at least 1 and at most max_steps={options['max_steps']}."
@@ -121,8 +101,10 @@ class IntegratedGradientsExplainer(Explainer):
         layer = self.model.get_input_embeddings()
         baseline_ids = batch.input_ids.masked_fill(batch.is_word, pad_id)
         forward = EndpointRecorder(self.model)
-        zeroing = zero_embedding_of(layer, pad_id) if baseline == "zero" else nullcontext()
-        with zeroing:
+        # The "zero" baseline: the padding id embeds to zero. Padding positions are masked out of every attention,
+        # so zeroing them in x too changes no output.
+        zeroing = embedding_output(self.model, lambda ids, out: out.masked_fill((ids == pad_id)[..., None], 0.0))
+        with zeroing if baseline == "zero" else nullcontext():
             attributions = LayerIntegratedGradients(forward, layer).attribute(
                 batch.input_ids,
                 baselines=baseline_ids,
@@ -130,7 +112,7 @@ class IntegratedGradientsExplainer(Explainer):
                 n_steps=n_steps,
                 method=integration,
             )
-        scores = attributions.sum(-1)
+        scores = at_least_float32(attributions).sum(-1)
         output, baseline_output = forward.output_of(batch.input_ids), forward.output_of(baseline_ids)
         # Captum's convergence delta (`return_convergence_delta=True` computes the same), from the F(x) and F(x′)
         # of Captum's own passes rather than two more forward passes. Special tokens and padding, equal in x and
@@ -144,12 +126,13 @@ class IntegratedGradientsExplainer(Explainer):
         target: torch.Tensor,
         contrast: torch.Tensor | None,
         n_steps: int,
-        integration: str,
-        baseline: str,
         tolerance: float | None,
         max_steps: int,
+        **path: str,
     ) -> TokenScores:
-        scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, integration, baseline)
+        """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse;
+        `path` is `integrate`'s `integration` and `baseline`."""
+        scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, **path)
         steps = torch.full_like(delta, n_steps, dtype=torch.long)
         while tolerance is not None:
             # The texts still too coarse all use the same step count: integrate them again together.
@@ -163,8 +146,7 @@ class IntegratedGradientsExplainer(Explainer):
                 target[rows],
                 contrast[rows] if contrast is not None else None,
                 more,
-                integration,
-                baseline,
+                **path,
             )
             scores[rows, : sub[0].shape[1]] = sub[0]
             scores[rows, sub[0].shape[1] :] = 0.0

@@ -2,7 +2,7 @@
 
 import torch
 
-from .base import Explainer, TokenScores, register
+from .base import Explainer, TokenScores, at_least_float32, register
 from .words import TokenBatch
 
 
@@ -18,6 +18,6 @@ class LabelAttentionExplainer(Explainer):
     @torch.no_grad()
     def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:
         weights = self.model(**batch.model_inputs(), output_attentions=True).label_attentions
-        per_class = weights.mean(dim=1)  # (batch, labels, seq)
+        per_class = at_least_float32(weights).mean(dim=1)  # (batch, labels, seq)
         scores = per_class.gather(1, target[:, None, None].expand(-1, 1, per_class.shape[-1])).squeeze(1)
         return TokenScores(scores=scores, class_scores=per_class)

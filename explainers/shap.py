@@ -1,5 +1,6 @@
 """SHAP on words: Shapley values of the words, estimated by Captum's `ShapleyValueSampling`."""
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -9,8 +10,6 @@ from .base import Explainer, TokenScores, register, text_seed
 from .errors import ExplainerError
 from .forward import TargetLogit
 from .words import TokenBatch, word_to_token_scores
-
-BASELINES = ("pad", "mask")
 
 
 @register
@@ -31,15 +30,15 @@ class ShapExplainer(Explainer):
     name = "shap"
     allows_contrast = True
     defaults: ClassVar[dict[str, Any]] = {"n_samples": 25, "baseline": "pad", "perturbations_per_eval": 64, "seed": 0}
+    choices: ClassVar[dict[str, Sequence[str]]] = {"baseline": ("pad", "mask")}
 
-    def check_options(self, options: dict) -> dict:
+    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
-        if options["baseline"] not in BASELINES:
-            raise ExplainerError(f"baseline={options['baseline']!r}: choose one of {BASELINES}.")
         if options["baseline"] == "mask" and self.tokenizer.mask_token_id is None:
             raise ExplainerError(f"{type(self.tokenizer).__name__} has no mask token: use baseline='pad'.")
-        if options["n_samples"] < 1 or options["perturbations_per_eval"] < 1:
-            raise ExplainerError("n_samples and perturbations_per_eval must be at least 1.")
+        for name in ("n_samples", "perturbations_per_eval"):
+            if options[name] < 1:
+                raise ExplainerError(f"{name}={options[name]} must be at least 1.")
         return options
 
     def token_scores(

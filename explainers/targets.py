@@ -1,6 +1,7 @@
 """Targets ("which class to explain") resolved in one place for every method."""
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 
 import torch
 
@@ -12,7 +13,8 @@ Target = int | str | tuple[int | str, int | str] | None
 def class_index(target: int | str, id2label: Mapping[int, str]) -> int:
     """A class index from an index or a label name, checked against the model's labels."""
     labels = [id2label[i] for i in range(len(id2label))]
-    if isinstance(target, bool) or not isinstance(target, int | str):
+    # Integral: numpy integers too (a class index often comes out of an arg-max).
+    if isinstance(target, bool) or not isinstance(target, Integral | str):
         raise TargetError(f"A target is a class index or a label name, not {type(target).__name__} {target!r}.")
     if isinstance(target, str):
         if target not in labels:
@@ -22,7 +24,7 @@ def class_index(target: int | str, id2label: Mapping[int, str]) -> int:
         raise TargetError(
             f"Target index {target} is out of range: the model has {len(labels)} classes (0..{len(labels) - 1})."
         )
-    return target
+    return int(target)
 
 
 def resolve_targets(

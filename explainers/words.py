@@ -31,6 +31,11 @@ class TokenizedText:
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> list[TokenizedText]:
     """Tokenize `texts` (truncating to `max_length` tokens with a warning) and map tokens to words."""
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise ExplainerInputError(
+            f"The tokenizer is a {type(tokenizer).__name__}: pass the model's tokenizer, "
+            "AutoTokenizer.from_pretrained(model_folder)."
+        )
     if not getattr(tokenizer, "is_fast", False):
         raise ExplainerInputError(
             f"{type(tokenizer).__name__} is a slow tokenizer: word-level scores need a fast one (word_ids and "
@@ -61,7 +66,8 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: i
             word_index.append(word_of_id[word_id])
         if not spans:
             raise ExplainerInputError(f"Text {i} ({text[:40]!r}) gives no token the model knows.")
-        truncated = bool(text[spans[-1][1] :].strip())
+        # The tokenizer keeps the tokens it cut off: a text was truncated exactly when there are some.
+        truncated = bool(encoding.encodings[i].overflowing)
         if truncated:
             warnings.warn(
                 f"Text {i} is longer than {max_length} tokens: only its first {spans[-1][1]} characters "

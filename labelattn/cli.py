@@ -14,7 +14,8 @@ COMMANDS = {
     "explain": ("labelattn.explain", "Show which words drove a model's prediction, by any explanation method."),
     "evaluate-explanations": (
         "labelattn.evaluate_explanations",
-        "Measure the faithfulness of every explanation method on a data set (comprehensiveness, sufficiency).",
+        "Measure the faithfulness of every explanation method on a data set "
+        "(comprehensiveness, sufficiency, τ-LOO, rank agreement).",
     ),
     "space": ("labelattn.space", "Run the Gradio demo locally on a trained model."),
 }

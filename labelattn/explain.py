@@ -10,8 +10,12 @@ import html
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import DEFAULT_MODEL_DIR
+
+if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
+    from explainers import Explanation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +76,7 @@ def colour(word: str, value: float) -> str:
     return f"\x1b[48;2;{r};{g};{b}m\x1b[30m{word}\x1b[0m"
 
 
-def render(exp, use_colour: bool) -> str:
+def render(exp: "Explanation", use_colour: bool) -> str:
     """The explanation as terminal text: a title line, the text with highlighted words, and the word scores."""
     title = f"{exp.method} · {exp.target_label} (p={exp.probability:.3f})"
     if exp.contrast_label is not None:

@@ -9,6 +9,7 @@ os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -172,6 +173,32 @@ def make_model(
 @pytest.fixture
 def model_factory():
     return make_model
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """These models are tiny: one thread runs them faster than two, and much faster on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def embedding_model():
+    return make_model("embedding", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def encoder_model():
+    return make_model("encoder", num_labels=3)
+
+
+def save_model(model, tokenizer, folder: Path) -> Path:
+    """Write `model` and `tokenizer` as one model folder, as `labelattn train` does, and return the folder."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def planted_texts(n: int, seed: int = 0) -> tuple[list[str], list[int]]:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 from captum.attr import LayerIntegratedGradients
-from conftest import PLANTED_WORD, make_model, planted_texts
+from conftest import PLANTED_WORD, make_model, planted_texts, tiny_encoder_config
 
 from explainers import explain
 from explainers.attention_graph import residual_attention
@@ -24,23 +24,7 @@ EMBEDDING_METHODS = ["label_attention", *GRADIENT_METHODS, "random"]
 ENCODER_METHODS = [*EMBEDDING_METHODS, "attention_rollout", "attention_flow"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # These models are tiny: one thread runs them faster than two, and much faster on a shared machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def embedding_model():
-    return make_model("embedding", num_labels=3)
-
-
-@pytest.fixture(scope="module")
-def encoder_model():
-    return make_model("encoder", num_labels=3)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -294,3 +278,70 @@ def test_random_is_seeded_per_text(tokenizer, embedding_model):
     assert other.scores != first[0].scores
     assert first[0].scores[: len(first[0].scores)] != first[1].scores[: len(first[0].scores)]
     assert all(0.0 <= s < 1.0 for exp in first for s in exp.scores)
+
+
+# --- the model is left as it was ----------------------------------------------------------------------------
+
+
+DROPOUT = {
+    "classifier_dropout": 0.5,
+    "encoder_config": tiny_encoder_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5),
+}
+
+
+@pytest.mark.parametrize("method", ENCODER_METHODS)
+def test_model_state_is_left_as_it_was(method, tokenizer):
+    # Mid-training, with frozen embeddings and one part in eval mode: explaining must run in eval mode (no
+    # dropout) and hand every module its own mode back, change no requires_grad and fill no .grad.
+    model = make_model("encoder", **DROPOUT).train()
+    model.labelattn.encoder.embeddings.eval()
+    model.get_input_embeddings().requires_grad_(False)
+    modes = {name: module.training for name, module in model.named_modules()}
+    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
+    options = {"n_samples": 2} if method == "shap" else {}
+    exp = explain(model, tokenizer, MEDIUM, method=method, **options)
+    alone = explain(make_model("encoder", **DROPOUT), tokenizer, MEDIUM, method=method, **options)
+    assert exp.scores == pytest.approx(alone.scores, abs=1e-5), "dropout or a frozen weight changed the scores"
+    assert {name: module.training for name, module in model.named_modules()} == modes
+    assert {name: p.requires_grad for name, p in model.named_parameters()} == frozen
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize(("method", "options"), [("integrated_gradients", {"baseline": "zero"}), ("shap", {})])
+def test_hooks_and_modes_are_restored_when_the_model_fails(method, options, tokenizer, monkeypatch):
+    model = make_model("encoder", num_labels=3).train()
+    forward = model.forward
+
+    def failing(*args, **kwargs):  # the prediction pass works; the method's own passes fail
+        if getattr(failing, "calls", 0):
+            raise RuntimeError("out of memory")
+        failing.calls = 1
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", failing)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        explain(model, tokenizer, MEDIUM, method=method, **options)
+    assert model.training
+    assert not model.get_input_embeddings()._forward_hooks
+
+
+def test_grad_weighted_attention_of_a_frozen_model(tokenizer, encoder_model):
+    frozen = make_model("encoder", num_labels=3).requires_grad_(False)
+    assert explain(frozen, tokenizer, MEDIUM, method="grad_weighted_attention").scores == pytest.approx(
+        explain(encoder_model, tokenizer, MEDIUM, method="grad_weighted_attention").scores, abs=1e-6
+    )
+    assert not any(p.requires_grad for p in frozen.parameters())
+
+
+@pytest.mark.parametrize("method", ENCODER_METHODS)
+def test_half_precision_model(method, tokenizer, encoder_model):
+    # bf16 computes the model; scores are added up in float32, so IG's delta is exactly its completeness gap.
+    half = make_model("encoder", num_labels=3).to(torch.bfloat16)
+    options = {"n_samples": 2} if method == "shap" else {"tolerance": None} if method == "integrated_gradients" else {}
+    exp = explain(half, tokenizer, MEDIUM, method=method, target=0, **options)
+    full = explain(encoder_model, tokenizer, MEDIUM, method=method, target=0, **options)
+    assert half.dtype == torch.bfloat16
+    assert all(isinstance(s, float) for s in exp.scores)
+    assert max(abs(a - b) for a, b in zip(exp.scores, full.scores, strict=True)) <= 0.15 * max(map(abs, full.scores))
+    if method == "integrated_gradients":
+        assert sum(exp.scores) - (exp.score - exp.baseline_score) == pytest.approx(exp.delta, abs=1e-5)

@@ -3,9 +3,9 @@
 import json
 import warnings
 
+import numpy as np
 import pytest
-import torch
-from conftest import make_model
+from conftest import make_model, save_model
 from transformers import BertTokenizerLegacy
 
 from explainers import ExplainerError, ExplainerInputError, MethodError, TargetError, explain
@@ -15,22 +15,12 @@ from labelattn.cli import main
 TEXT = "Héllo,  wörld!! Don't   stop—now: 3.14 e-mails <b>bold</b> unbelievably"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def model():
-    return make_model("embedding", num_labels=3)
-
-
-@pytest.fixture(scope="module")
-def encoder_model():
-    return make_model("encoder", num_labels=3)
+def model(embedding_model):
+    return embedding_model
 
 
 # --- bad input ---------------------------------------------------------------------------------------------
@@ -59,6 +49,23 @@ def test_too_long_text_is_truncated_with_a_warning(encoder_model, tokenizer):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not explain(encoder_model, tokenizer, "short text", method="saliency").truncated
+        # Characters the tokenizer drops (zero-width space, control, lone combining mark) end no truncated text.
+        for ending in ("\u200b", " \x00", " \u0301"):
+            assert not explain(encoder_model, tokenizer, "short text" + ending, method="saliency").truncated
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"texts": None}, ExplainerInputError, "texts is a NoneType: pass a str or a list of str"),
+        ({"max_length": 1000}, ExplainerError, r"max_length=1000: give a number of tokens from 3 .* to 128"),
+        ({"max_length": 2}, ExplainerError, r"max_length=2: give a number of tokens from 3"),
+        ({"batch_size": 0}, ExplainerError, "batch_size=0: give a number of rows, at least 1"),
+    ],
+)
+def test_bad_call_arguments(arguments, error, message, encoder_model, tokenizer):
+    with pytest.raises(error, match=message):
+        explain(encoder_model, tokenizer, **{"texts": "who wrote it", "method": "saliency", **arguments})
 
 
 @pytest.mark.parametrize(
@@ -89,8 +96,8 @@ def test_target_per_text_and_targets_all(model, tokenizer):
         explain(model, tokenizer, "who", method="saliency", target=0, targets="all")
     with pytest.raises(ExplainerError, match="the only value is 'all'"):
         explain(model, tokenizer, "who", method="saliency", targets="every")
-    exps = explain(model, tokenizer, ["who", "what"], method="saliency", target=[2, "class_1"])
-    assert [exp.target for exp in exps] == [2, 1]
+    exps = explain(model, tokenizer, ["who", "what", "when"], method="saliency", target=[2, "class_1", np.int64(0)])
+    assert [exp.target for exp in exps] == [2, 1, 0]
 
 
 @pytest.mark.parametrize(
@@ -117,6 +124,13 @@ def test_methods_that_fit_a_mean_pooling_encoder(tokenizer):
         assert len(exp.scores) == 3 and any(s != 0 for s in exp.scores)
 
 
+def test_model_and_tokenizer_swapped_or_missing(model, tokenizer):
+    with pytest.raises(MethodError, match=r"got a BertTokenizer.*Pass the model first"):
+        explain(tokenizer, model, "who wrote it", method="saliency")
+    with pytest.raises(ExplainerInputError, match="The tokenizer is a NoneType"):
+        explain(model, None, "who wrote it", method="saliency")
+
+
 def test_slow_tokenizer(model):
     slow = BertTokenizerLegacy.from_pretrained(minilm_path())
     with pytest.raises(ExplainerInputError, match=r"slow tokenizer.*use_fast=True"):
@@ -133,8 +147,12 @@ def test_slow_tokenizer(model):
         ("integrated_gradients", {"n_steps": 0}, "n_steps=0 must be at least 1"),
         ("integrated_gradients", {"tolerance": -1.0}, "must be positive"),
         ("shap", {"baseline": "unk"}, "baseline='unk'"),
-        ("shap", {"n_samples": 0}, "at least 1"),
+        ("integrated_gradients", {"n_steps": 2.5}, r"n_steps=2.5 has the wrong type \(float\).* expects int"),
+        ("shap", {"n_samples": "many"}, r"n_samples='many' has the wrong type \(str\)"),
+        ("shap", {"n_samples": 0}, "n_samples=0 must be at least 1"),
+        ("shap", {"perturbations_per_eval": 0}, "perturbations_per_eval=0 must be at least 1"),
         ("grad_weighted_attention", {"source": "heads"}, "source='heads'"),
+        ("grad_weighted_attention", {"source": "encoder"}, "has no encoder attention; use source='all'"),
     ],
 )
 def test_bad_options(method, options, message, model, tokenizer):
@@ -188,10 +206,7 @@ def test_plot(model, tokenizer):
 
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory, tokenizer, model):
-    folder = tmp_path_factory.mktemp("model")
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("model"))
 
 
 def test_cli_explain(saved_model, tmp_path, capsys):

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import save_model
 
 from labelattn.cli import COMMANDS
 
@@ -34,8 +35,7 @@ def test_readme_has_examples_and_two_setup_commands():
 def workdir(tmp_path_factory, planted_embedding_model, tokenizer):
     """A folder where `models/trec-embedding` holds a (small) trained model, as after `make demo`."""
     folder = tmp_path_factory.mktemp("readme")
-    planted_embedding_model.save_pretrained(folder / "models" / "trec-embedding")
-    tokenizer.save_pretrained(folder / "models" / "trec-embedding")
+    save_model(planted_embedding_model, tokenizer, folder / "models" / "trec-embedding")
     return folder
 
 

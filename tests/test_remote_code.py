@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_model
+from conftest import make_model, save_model
 
 pytestmark = pytest.mark.slow  # a second Python process
 
@@ -101,9 +101,7 @@ def loaded(tmp_path_factory, tokenizer):
     models, commits, jobs = {}, {}, []
     for name, spec in CHECKPOINTS.items():
         models[name] = make_model(**spec, seed=len(jobs))
-        folder = root / name
-        models[name].save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        folder = save_model(models[name], tokenizer, root / name)
         repo_id = f"labelattn-tests/{name}"
         commits[name] = cache_snapshot(hf_home, repo_id, folder)
         pinned = {"revision": commits[name]}
