@@ -1,0 +1,353 @@
+"""`labelattn evaluate-explanations MODEL DATA`: how faithful is each explanation method, on many texts?
+
+Runs every method that fits the model (and the random baseline) on N texts, measures comprehensiveness,
+sufficiency and τ-LOO (`explainers.faithfulness`), and writes `results.md`, `results.json` and `results.png`:
+one row per method. Under `accelerate launch` the texts are split across the processes
+(`split_between_processes`) and the rows gathered on
+the main process, so the same command runs on one CPU or many GPUs.
+"""
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+DEFAULT_N_TEXTS = 100
+COLUMNS = (
+    ("comprehensiveness", "comprehensiveness ↑"),
+    ("sufficiency", "sufficiency ↓"),
+    ("tau_loo", "τ-LOO ↑"),
+)
+BASELINE = "random"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="Folder (or cached Hub id) of a trained labelattn model.")
+    parser.add_argument("data", help="A built-in data set (trec, bbc-news), or a CSV / JSONL file / datasets folder.")
+    parser.add_argument(
+        "--methods",
+        default="all",
+        help="Comma-separated methods (default: every method that fits the model). The random baseline is always run.",
+    )
+    parser.add_argument("--n-texts", type=int, default=DEFAULT_N_TEXTS, help="Texts measured (the split's first N).")
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=["train", "validation", "test", "all"],
+        help="Split of DATA (a file without splits has 10%% held out as test; 'all' reads every row).",
+    )
+    parser.add_argument("--text-column", default="text", help="Text column of a CSV/JSONL file.")
+    parser.add_argument("--label-column", default="label", help="Label column of a CSV/JSONL file.")
+    parser.add_argument("--output-dir", type=Path, default=None, help="Default: outputs/faithfulness/<model name>.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace the results already in --output-dir.")
+    parser.add_argument(
+        "--percentages",
+        default="10,20,30,40,50,60,70,80,90,100",
+        help="The k of 'top k%% of the words' averaged over (AOPC), comma-separated, each in (0, 100].",
+    )
+    parser.add_argument(
+        "--removal",
+        choices=["replace", "delete"],
+        default="replace",
+        help="Replace a removed word's tokens by the baseline (padding) token, or delete them.",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="METHOD.NAME=VALUE",
+        help="An option of one method, e.g. shap.n_samples=10 or integrated_gradients.n_steps=50 (repeatable).",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="Perturbed inputs per forward pass.")
+    parser.add_argument("--explain-batch-size", type=int, default=16, help="Texts per batch of the explainers.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelerate import PartialState
+    from accelerate.utils import gather_object, parse_flag_from_env
+
+    from explainers import get_explainer
+    from explainers.faithfulness import check_settings
+
+    # PartialState: the process layout of `accelerate launch` (or one process), without the training machinery
+    # of Accelerator, whose settings (mixed precision, ...) could clash with another Accelerator in the process.
+    # It reads ACCELERATE_USE_CPU only when told to, as Accelerator does: without it, two CPU processes would each
+    # run alone on every text.
+    accelerator = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
+    percentages = list(check_settings(_percentages(args.percentages), args.removal, args.batch_size))
+    if args.n_texts < 1:
+        raise ValueError(f"--n-texts must be at least 1, got {args.n_texts}.")
+    output_dir = args.output_dir or Path("outputs") / "faithfulness" / Path(args.model.rstrip("/")).name
+    if (output_dir / "results.json").exists() and not args.overwrite:
+        raise FileExistsError(f"{output_dir} already holds results: pass --overwrite or another --output-dir.")
+    model, tokenizer = _load(args.model, accelerator.device)
+    texts = _texts(args)
+    methods, skipped = _methods(model, tokenizer, args.methods)
+    args.method_options = _method_options(args.option, methods)
+    for method, options in args.method_options.items():  # refuse a wrong option before hours of explaining
+        get_explainer(model, tokenizer, method).check_options(options)
+
+    with accelerator.split_between_processes(texts) as shard:
+        measured = measure(model, tokenizer, shard, methods, percentages, args) if shard else _empty()
+    # gather_object concatenates the processes' lists in rank order: the texts come back in their own order.
+    gathered = {key: gather_object(value) for key, value in measured.items()}
+    if accelerator.is_main_process:
+        options = {
+            "percentages": percentages,
+            "removal": args.removal,
+            "baseline_token_id": tokenizer.pad_token_id or 0,
+        }
+        results = summarize(gathered, methods, skipped, model, options)
+        results.update(
+            command="labelattn " + shlex.join(sys.argv[1:]),
+            method_options=args.method_options,
+            model=args.model,
+            data=args.data,
+            split=args.split,
+            processes=accelerator.num_processes,
+            texts=len(texts),
+        )
+        write(results, output_dir)
+        print(markdown_table(results))
+        print(f"Wrote {output_dir}/results.md, results.json and results.png.")
+    accelerator.wait_for_everyone()
+    return 0
+
+
+def _percentages(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--percentages {text!r}: give numbers separated by commas, e.g. 10,20,50.") from None
+    return [int(v) if v.is_integer() else v for v in values]
+
+
+def _load(path: str, device):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+    except OSError as error:
+        raise FileNotFoundError(
+            f"No model at {path!r} ({error}): pass the folder written by `labelattn train`."
+        ) from None
+    if getattr(model.config, "model_type", None) != "labelattn":
+        raise ValueError(f"{path} holds a {model.config.model_type!r} model; this command measures labelattn models.")
+    return model.to(device).eval(), tokenizer
+
+
+def _texts(args: argparse.Namespace) -> list[str]:
+    from labelattn.data import load_data
+
+    data = load_data(args.data, text_column=args.text_column, label_column=args.label_column)
+    splits = ("train", "validation", "test") if args.split == "all" else (args.split,)
+    texts = [text for split in splits for text in data.splits[split]["text"]]
+    return texts[: args.n_texts]
+
+
+def _methods(model, tokenizer, asked: str) -> tuple[list[str], dict[str, str]]:
+    """The methods to run (the random baseline last) and, for those left out, why."""
+    from explainers import METHODS, MethodError, get_explainer
+
+    if asked == "all":
+        names = [name for name in METHODS if name != BASELINE]
+    else:
+        names = [name.strip() for name in asked.split(",") if name.strip() and name.strip() != BASELINE]
+        unknown = [name for name in names if name not in METHODS]
+        if unknown:
+            raise ValueError(f"Unknown method(s) {unknown}: choose among {sorted(METHODS)}.")
+    if BASELINE not in METHODS:
+        raise ValueError("The random baseline is not registered in explainers.METHODS: the table needs it.")
+    runnable, skipped = [], {}
+    for name in names:
+        try:
+            get_explainer(model, tokenizer, name)
+            runnable.append(name)
+        except MethodError as error:
+            skipped[name] = str(error)
+    if asked != "all" and skipped:
+        raise ValueError(f"Method(s) that do not fit this model: {skipped}")
+    return [*runnable, BASELINE], skipped
+
+
+def _method_options(given: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
+    """`["shap.n_samples=10", ...]` as `{"shap": {"n_samples": 10}}`; values are read as JSON when they parse."""
+    options: dict[str, dict[str, Any]] = {}
+    for item in given:
+        key, equals, value = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not (equals and dot and name):
+            raise ValueError(f"--option {item!r}: write METHOD.NAME=VALUE, e.g. shap.n_samples=10.")
+        if method not in methods:
+            raise ValueError(f"--option {item!r}: {method!r} is not among the methods run {methods}.")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        options.setdefault(method, {})[name] = parsed
+    return options
+
+
+def _empty() -> dict[str, list]:
+    return {"per_text": [], "timings": [], "agreement": []}
+
+
+def measure(model, tokenizer, texts: list[str], methods: list[str], percentages, args) -> dict[str, list]:
+    """Explain `texts` by every method and measure the explanations; lists of plain records, ready to gather."""
+    from explainers import explain
+    from explainers.faithfulness import evaluate_faithfulness, rank_agreement
+
+    explanations, timings = {}, []
+    for method in methods:
+        start = time.perf_counter()
+        options = args.method_options.get(method, {})
+        explanations[method] = explain(
+            model, tokenizer, texts, method=method, batch_size=args.explain_batch_size, **options
+        )
+        timings.append({"method": method, "seconds": time.perf_counter() - start, "texts": len(texts)})
+    reports = evaluate_faithfulness(
+        model, tokenizer, explanations, percentages=percentages, removal=args.removal, batch_size=args.batch_size
+    )
+    per_text = [row for report in reports.values() for row in report.per_text]
+    agreement = []
+    for i, first in enumerate(methods):
+        for second in methods[i + 1 :]:
+            for row in rank_agreement(explanations[first], explanations[second])["per_text"]:
+                agreement.append({"first": first, "second": second, **row})
+    return {"per_text": per_text, "timings": timings, "agreement": agreement}
+
+
+def summarize(gathered: dict[str, list], methods: list[str], skipped: dict[str, str], model, options) -> dict[str, Any]:
+    """The table (one row per method), the same by predicted class, and the methods' mean rank agreement."""
+    from explainers.faithfulness import FaithfulnessReport, mean_defined
+
+    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    by_method = defaultdict(list)
+    for row in gathered["per_text"]:
+        by_method[row.method].append(row)
+    seconds, counted = defaultdict(float), defaultdict(int)
+    for timing in gathered["timings"]:
+        seconds[timing["method"]] += timing["seconds"]
+        counted[timing["method"]] += timing["texts"]
+    rows, by_class, per_text = [], {}, {}
+    for method in methods:
+        report = FaithfulnessReport(method, by_method[method], dict(options))
+        rows.append(
+            {
+                "method": method,
+                **report.summary(),
+                "seconds_per_text": seconds[method] / counted[method] if counted[method] else None,
+            }
+        )
+        by_class[method] = report.by_class(labels)
+        per_text[method] = report.to_dict()["per_text"]
+    agreement: dict[str, dict[str, dict[str, float | None]]] = {"spearman": {}, "kendall": {}}
+    for kind, table in agreement.items():
+        for first in methods:
+            table[first] = {}
+            for second in methods:
+                pair = {(first, second), (second, first)}
+                values = [row[kind] for row in gathered["agreement"] if (row["first"], row["second"]) in pair]
+                table[first][second] = 1.0 if first == second else mean_defined(values)
+    return {
+        "options": options,
+        "methods": methods,
+        "skipped": skipped,
+        "labels": labels,
+        "rows": rows,
+        "by_class": by_class,
+        "agreement": agreement,
+        "per_text": per_text,
+    }
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The main table: one row per method, the random baseline marked."""
+    header = ["method", *(title for _, title in COLUMNS), "seconds / text", "texts"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in results["rows"]:
+        name = f"{row['method']} (baseline)" if row["method"] == BASELINE else row["method"]
+        cells = [name, *(_cell(row[key]) for key, _ in COLUMNS), _cell(row["seconds_per_text"], 4), str(row["texts"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    options = results["options"]
+    ks = ", ".join(f"{k}" for k in options["percentages"])
+    parts = [
+        f"# Faithfulness of the explanations of {results['model']}",
+        "",
+        f"Made by `{results['command']}` ({results['processes']} process(es)).",
+        "",
+        f"{results['texts']} texts of {results['data']} ({results['split']} split); top-k% words with "
+        f"k ∈ {{{ks}}}%, removed by {options['removal']} (baseline token id {options['baseline_token_id']}). "
+        "Each method explains the predicted class; seconds / text is explaining time, summed over processes.",
+        "",
+        markdown_table(results),
+        "",
+    ]
+    if results["method_options"]:
+        parts += [f"Options other than the defaults: {json.dumps(results['method_options'])}.", ""]
+    if results["skipped"]:
+        parts += ["Not applicable to this model:", ""]
+        parts += [f"- {name}: {why}" for name, why in results["skipped"].items()]
+        parts.append("")
+    parts += ["## Comprehensiveness by predicted class (texts)", ""]
+    header = ["method", *results["labels"]]
+    parts += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method, classes in results["by_class"].items():
+        cells = [f"{_cell(c['comprehensiveness'])} ({c['texts']})" for c in classes.values()]
+        parts.append("| " + " | ".join([method, *cells]) + " |")
+    parts += ["", "## Rank agreement between methods (mean Spearman ρ of the word scores)", ""]
+    methods = results["methods"]
+    parts += ["| | " + " | ".join(methods) + " |", "|" + "---|" * (len(methods) + 1)]
+    for first in methods:
+        cells = [_cell(results["agreement"]["spearman"][first][second], 2) for second in methods]
+        parts.append("| " + " | ".join([first, *cells]) + " |")
+    return "\n".join(parts) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """One horizontal bar per method for each metric; the random baseline grey, with a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["rows"]
+    names = [row["method"] for row in rows]
+    figure, axes = plt.subplots(1, len(COLUMNS), figsize=(4 * len(COLUMNS), 0.45 * len(rows) + 1.6), sharey=True)
+    for ax, (key, title) in zip(axes, COLUMNS, strict=True):
+        values = [row[key] if row[key] is not None else 0.0 for row in rows]
+        colours = ["#9ca3af" if name == BASELINE else "#2563eb" for name in names]
+        bars = ax.barh(range(len(rows)), values, color=colours)
+        ax.bar_label(bars, labels=[_cell(row[key]) for row in rows], padding=2, fontsize=8)
+        ax.margins(x=0.2)
+        baseline = next(row[key] for row in rows if row["method"] == BASELINE)
+        if baseline is not None:
+            ax.axvline(baseline, color="#6b7280", linestyle="--", linewidth=1)
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.set_title(title)
+    axes[0].set_yticks(range(len(rows)), names)
+    axes[0].invert_yaxis()
+    figure.suptitle(f"{Path(str(results['model'])).name}: {results['texts']} texts of {results['data']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write(results: dict[str, Any], output_dir: Path) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    (output_dir / "results.md").write_text(markdown(results), encoding="utf-8")
+    plot(results, output_dir / "results.png")

@@ -1,0 +1,260 @@
+"""Faithfulness metrics: the planted word's removal is the full drop, IG beats random, the documented edge rules
+hold (one-word texts, k% rounding to zero words), and the command's table is the same on one or two processes."""
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import PLANTED_WORD, make_model, planted_texts, save_model
+
+from explainers import explain
+from explainers.faithfulness import (
+    FaithfulnessError,
+    evaluate_faithfulness,
+    perturb,
+    rank_agreement,
+    rank_correlation,
+    top_words,
+    words_for_percentage,
+)
+from explainers.words import tokenize
+from labelattn import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def numbers(record) -> list[float]:
+    """Every float of a per-text record, to check none is NaN."""
+    values = [record.probability, record.comprehensiveness, record.sufficiency, *record.loo_drops]
+    values += record.removed_probabilities + record.kept_probabilities
+    return values + ([record.tau_loo] if record.tau_loo is not None else [])
+
+
+@pytest.mark.parametrize(
+    ("num_words", "percentage", "expected"),
+    [(10, 10, 1), (4, 10, 1), (1, 10, 1), (1, 100, 1), (5, 10, 1), (15, 10, 2), (25, 10, 3), (7, 50, 4), (3, 100, 3)],
+)
+def test_k_percent_rounds_half_up_with_at_least_one_word(num_words, percentage, expected):
+    assert words_for_percentage(num_words, percentage) == expected
+
+
+def test_top_words_prefer_high_signed_scores_and_earlier_ties():
+    assert top_words([0.1, -5.0, 0.7, 0.7, 0.2], 3) == [2, 3, 4]
+
+
+def test_removal_acts_on_token_ids_of_whole_words(tokenizer):
+    (item,) = tokenize(tokenizer, ["tokenization of zebras"], 64)
+    assert item.words == ["tokenization", "of", "zebras"]
+    replaced = perturb(item, {0, 2}, "replace", tokenizer.pad_token_id)
+    deleted = perturb(item, {0, 2}, "delete", tokenizer.pad_token_id)
+    # Both sub-tokens of each removed word go; [CLS], "of" and [SEP] keep their ids.
+    assert len(replaced.input_ids) == len(item.input_ids) == 7
+    assert replaced.input_ids == [item.input_ids[0], 0, 0, item.input_ids[3], 0, 0, item.input_ids[6]]
+    assert deleted.input_ids == [item.input_ids[0], item.input_ids[3], item.input_ids[6]]
+    assert item.input_ids[1] != 0  # the original is left untouched
+
+
+def test_rank_correlation_rules():
+    assert rank_correlation([0.3], [0.9]) is None
+    assert rank_correlation([1.0, 1.0, 1.0], [0.1, 0.5, 0.2]) == 0.0
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert rank_correlation([1, 2, 3, 4], [4, 3, 2, 1], "spearman") == pytest.approx(-1.0)
+
+
+@pytest.fixture(scope="module")
+def planted_case(planted_embedding_model, tokenizer):
+    texts, labels = planted_texts(16, seed=11)
+    ig = explain(planted_embedding_model, tokenizer, texts, method="integrated_gradients")
+    rand = explain(planted_embedding_model, tokenizer, texts, method="random")
+    return texts, labels, ig, rand
+
+
+def test_removing_the_planted_word_is_the_full_probability_drop(planted_embedding_model, tokenizer, planted_case):
+    model = planted_embedding_model
+    texts, labels, ig, _ = planted_case
+    report = evaluate_faithfulness(model, tokenizer, ig, removal="delete")
+    checked = 0
+    for text, label, exp, row in zip(texts, labels, ig, report.per_text, strict=True):
+        if not label:
+            continue
+        assert exp.top_words(1)[0][0] == PLANTED_WORD
+        # The drop measured independently: the text written without the planted word, through the model.
+        without = " ".join(word for word in text.split() if word != PLANTED_WORD)
+        with torch.no_grad():
+            p_without = torch.softmax(model(**tokenizer(without, return_tensors="pt")).logits, -1)[0, 1].item()
+        assert row.probability > 0.9
+        assert row.comprehensiveness == pytest.approx(row.probability - p_without, abs=0.02)
+        assert row.sufficiency < 0.05  # the planted word alone keeps the prediction
+        checked += 1
+    assert checked == 8
+
+
+def test_random_scores_lower_than_integrated_gradients(planted_embedding_model, tokenizer, planted_case):
+    _, _, ig, rand = planted_case
+    reports = evaluate_faithfulness(planted_embedding_model, tokenizer, {"ig": ig, "random": rand})
+    ig_row, random_row = reports["ig"].summary(), reports["random"].summary()
+    assert ig_row["comprehensiveness"] > random_row["comprehensiveness"] + 0.1
+    assert ig_row["sufficiency"] < random_row["sufficiency"]
+    assert ig_row["tau_loo"] > random_row["tau_loo"]
+    assert reports["ig"].options == {
+        "percentages": list(range(10, 101, 10)),
+        "removal": "replace",
+        "baseline_token_id": 0,
+    }
+
+
+@pytest.mark.parametrize("removal", ["replace", "delete"])
+def test_one_word_texts_and_k_rounding_to_zero_follow_the_rule(planted_embedding_model, tokenizer, removal):
+    texts = [PLANTED_WORD, "the", "the water was on the side"]
+    exps = explain(planted_embedding_model, tokenizer, texts, method="integrated_gradients")
+    report = evaluate_faithfulness(planted_embedding_model, tokenizer, exps, percentages=[1, 5], removal=removal)
+    for row in report.per_text:
+        assert all(math.isfinite(v) for v in numbers(row))
+        assert row.words_per_percentage == [1, 1]  # 1% and 5% of ≤ 6 words round to 0: one word instead
+    zebra, the, long = report.per_text
+    for one_word in (zebra, the):
+        assert one_word.tau_loo is None
+        assert one_word.sufficiency == 0.0  # keeping its only word keeps the text
+        assert one_word.comprehensiveness == pytest.approx(one_word.loo_drops[0])
+    assert zebra.comprehensiveness > 0.9
+    assert long.tau_loo is not None
+    summary = report.summary()
+    assert summary["texts"] == 3 and summary["tau_texts"] == 1
+    assert summary["tau_loo"] == pytest.approx(long.tau_loo)
+
+
+def test_multi_label_uses_the_sigmoid_of_the_target(tokenizer):
+    model = make_model(multi_label=True, num_labels=3, seed=4)
+    texts = ["the water was on the side", "people know"]
+    exps = explain(model, tokenizer, texts, method="integrated_gradients", target=2)
+    report = evaluate_faithfulness(model, tokenizer, exps)
+    with torch.no_grad():
+        logits = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    for row, logit in zip(report.per_text, logits[:, 2], strict=True):
+        assert row.target == 2
+        assert row.probability == pytest.approx(torch.sigmoid(logit).item(), abs=1e-5)
+        assert row.kept_probabilities[-1] == pytest.approx(row.probability)  # k = 100% keeps every word
+
+
+def test_rank_agreement_of_a_method_with_itself_and_its_reverse(planted_case):
+    _, _, ig, _ = planted_case
+    assert rank_agreement(ig, ig)["spearman"] == pytest.approx(1.0)
+    reversed_ig = [type(e)(**{**e.__dict__, "scores": [-s for s in e.scores]}) for e in ig]
+    agreement = rank_agreement(ig, reversed_ig)
+    assert agreement["kendall"] == pytest.approx(-1.0)
+    assert agreement["texts"] == len(ig)
+
+
+def test_bad_arguments_are_refused(planted_embedding_model, tokenizer, planted_case):
+    _, _, ig, rand = planted_case
+    with pytest.raises(FaithfulnessError, match=r"\(0, 100\]"):
+        evaluate_faithfulness(planted_embedding_model, tokenizer, ig, percentages=[0, 50])
+    with pytest.raises(FaithfulnessError, match="replace"):
+        evaluate_faithfulness(planted_embedding_model, tokenizer, ig, removal="mask")
+    with pytest.raises(FaithfulnessError, match="No explanation"):
+        evaluate_faithfulness(planted_embedding_model, tokenizer, [])
+    wrong = [type(e)(**{**e.__dict__, "words": [*e.words, "extra"]}) for e in ig[:1]]
+    with pytest.raises(FaithfulnessError, match="other words"):
+        evaluate_faithfulness(planted_embedding_model, tokenizer, wrong)
+    with pytest.raises(FaithfulnessError, match="same texts"):
+        rank_agreement(ig, rand[:-1])
+
+
+def test_evaluate_metric_loads_offline_by_path_and_agrees(planted_embedding_model, tokenizer, planted_case):
+    import evaluate
+
+    _, _, ig, _ = planted_case
+    metric = evaluate.load(str(ROOT / "labelattn" / "metrics" / "faithfulness"))
+    for exp in ig:
+        metric.add(texts=exp.text, scores=exp.scores, targets=exp.target)
+    result = metric.compute(model=planted_embedding_model, tokenizer=tokenizer, removal="delete")
+    expected = evaluate_faithfulness(planted_embedding_model, tokenizer, ig, removal="delete").summary()
+    assert result == pytest.approx(expected)
+
+
+# --------------------------------------------------------------------------------------------- the command
+
+
+@pytest.fixture(scope="module")
+def saved_planted(planted_embedding_model, tokenizer, tmp_path_factory):
+    return save_model(planted_embedding_model, tokenizer, tmp_path_factory.mktemp("planted-model"))
+
+
+def write_csv(path: Path, texts: list[str], labels: list[str]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows(zip(texts, labels, strict=True))
+    return path
+
+
+def command(model: Path, data: Path, output: Path, n_texts: int) -> list[str]:
+    return [
+        "evaluate-explanations",
+        str(model),
+        str(data),
+        "--split",
+        "all",
+        "--n-texts",
+        str(n_texts),
+        "--methods",
+        "label_attention,integrated_gradients",
+        "--output-dir",
+        str(output),
+    ]
+
+
+def test_a_class_never_predicted_still_gives_a_table(saved_planted, tmp_path):
+    texts, _ = planted_texts(24, seed=7)
+    texts = [" ".join(w for w in text.split() if w != PLANTED_WORD) for text in texts]  # "planted" never predicted
+    data = write_csv(tmp_path / "data.csv", texts, ["other", "planted"] * 12)
+    assert cli.main(command(saved_planted, data, tmp_path / "out", 24)) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [row["method"] for row in results["rows"]] == ["label_attention", "integrated_gradients", "random"]
+    for method in results["methods"]:
+        assert results["by_class"][method]["planted"] == {
+            "comprehensiveness": None,
+            "sufficiency": None,
+            "tau_loo": None,
+            "texts": 0,
+            "tau_texts": 0,
+        }
+        assert results["by_class"][method]["other"]["texts"] == 24
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| random (baseline) |" in table and "— (0)" in table
+    assert "nan" not in table.lower() and "NaN" not in (tmp_path / "out" / "results.json").read_text()
+    assert (tmp_path / "out" / "results.png").stat().st_size > 1000
+    # A second run into the same folder must be asked for.
+    assert cli.main(command(saved_planted, data, tmp_path / "out", 24)) == 2
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_same_table_as_one(saved_planted, tmp_path):
+    texts, labels = planted_texts(21, seed=8)  # odd: the processes get 11 and 10 texts
+    data = write_csv(tmp_path / "data.csv", texts, [("other", "planted")[label] for label in labels])
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "labelattn.cli"]
+    outputs = {}
+    for processes, prefix in ((1, [sys.executable, "-m", "labelattn.cli"]), (2, launch)):
+        output = tmp_path / f"out{processes}"
+        done = subprocess.run(
+            prefix + command(saved_planted, data, output, 21), env=env, cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[processes] = json.loads((output / "results.json").read_text())
+    one, two = outputs[1], outputs[2]
+    assert (one["processes"], two["processes"]) == (1, 2)
+    assert [row["method"] for row in one["rows"]] == [row["method"] for row in two["rows"]]
+    for row_one, row_two in zip(one["rows"], two["rows"], strict=True):
+        assert row_one["texts"] == row_two["texts"] == 21
+        for key in ("comprehensiveness", "sufficiency", "tau_loo"):
+            assert row_one[key] == pytest.approx(row_two[key], abs=1e-5), (row_one["method"], key)
+    for method in one["methods"]:
+        assert [r["text"] for r in one["per_text"][method]] == [r["text"] for r in two["per_text"][method]]
