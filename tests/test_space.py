@@ -1,0 +1,303 @@
+"""The Gradio Space as its users meet it: through `gradio_client` on loopback, the Space card and requirements,
+the page without a model, the `labelattn space` command. The browser test is in test_space_browser.py."""
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from conftest import PLANTED_WORD, make_model, planted_texts, save_model
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from huggingface_hub import SpaceCard
+from packaging.requirements import Requirement
+
+from labelattn import space
+from labelattn.space import load_app
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SPACE = REPO_ROOT / "space"
+app = load_app()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def running_app(model: str | None):
+    """The Space's page for `model`, served on a free loopback port; yields its URL."""
+    demo = app.build_demo(model)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, ssr_mode=False, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def planted_dir(planted_embedding_model, tokenizer, tmp_path_factory) -> str:
+    """The planted-word model ("zebra" alone means class "planted"), saved as a user's trained model is."""
+    return str(save_model(planted_embedding_model, tokenizer, tmp_path_factory.mktemp("planted")))
+
+
+@pytest.fixture(scope="module")
+def client(planted_dir):
+    with running_app(planted_dir) as url:
+        yield Client(url, verbose=False)
+
+
+def explain(client: Client, text: str, method: str = "label_attention", target: str = app.PREDICTED, **kwargs):
+    contrast = kwargs.pop("contrast", app.NO_CONTRAST)
+    return client.predict(text, method, target, contrast, api_name="/explain", **kwargs)
+
+
+def words_of(highlighted: list[dict]) -> dict[str, float]:
+    return {piece["token"]: piece["class_or_confidence"] for piece in highlighted if piece["class_or_confidence"]}
+
+
+def test_space_card_parses_and_matches_the_pinned_gradio():
+    card = SpaceCard.load(SPACE / "README.md")
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    pinned = next(Requirement(r) for r in project["optional-dependencies"]["space"] if r.startswith("gradio"))
+    assert card.data.sdk == "gradio"
+    assert card.data.sdk_version == str(pinned.specifier).removeprefix("==") == gr.__version__
+    assert card.data.python_version == "3.11"  # a string: YAML would read 3.10 as 3.1
+    assert (SPACE / card.data.app_file).is_file()
+    assert card.data.license == project["license"].lower()
+    assert card.data.title and card.data.emoji
+
+
+def test_space_requirements_install_the_explainers_at_this_version():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    lines = [line.strip() for line in (SPACE / "requirements.txt").read_text().splitlines()]
+    requirements = [Requirement(line) for line in lines if line and not line.startswith(("#", "-"))]
+    ours = [r for r in requirements if r.name == "labelattn"]
+    assert len(ours) == 1, "the Space gets `explainers` from the labelattn package"
+    assert ours[0].specifier.contains(project["version"])
+    # The Space's sdk_version installs Gradio; a second pin here could only disagree with it.
+    assert not [r for r in requirements if r.name == "gradio"]
+
+
+def test_explain_shows_prediction_and_word_scores(client):
+    text = f"what {PLANTED_WORD} was in the water"
+    prediction, highlighted, details, raw = explain(client, text)
+    assert prediction["label"] == "planted"
+    assert {c["label"] for c in prediction["confidences"]} == {"other", "planted"}
+    assert max(c["confidence"] for c in prediction["confidences"]) > 0.9
+    assert "".join(piece["token"] for piece in highlighted) == text
+    scores = words_of(highlighted)
+    assert max(scores, key=scores.get) == PLANTED_WORD and scores[PLANTED_WORD] == 1.0
+    assert raw["target_label"] == "planted" and raw["method"] == "label_attention"
+    assert "planted" in details and "cut" not in details
+
+
+def test_target_selector_explains_another_class(client):
+    text = f"one {PLANTED_WORD} in the water"
+    _, _, details, raw = explain(client, text, target="other")
+    assert raw["target_label"] == "other" and raw["contrast_label"] is None
+    assert raw["probability"] < 0.1  # the model's probability of the class asked for, not of its prediction
+    assert "Why **other**" in details
+
+
+def test_contrast_with_integrated_gradients_and_its_delta(client):
+    text = f"the {PLANTED_WORD} can find water"
+    _, highlighted, details, raw = explain(client, text, "integrated_gradients", contrast="other", ig_steps=32)
+    assert (raw["target_label"], raw["contrast_label"]) == ("planted", "other")
+    assert raw["options"]["n_steps"] <= 64, "the page caps IG's refinements"
+    gap = raw["score"] - raw["baseline_score"]
+    assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * abs(gap)
+    assert gap > 0  # the planted word raises planted over other
+    assert max(words_of(highlighted), key=words_of(highlighted).get) == PLANTED_WORD
+    assert "rather than **other**" in details and "convergence delta" in details
+
+
+@pytest.mark.filterwarnings("ignore:Text 0 is longer than")
+def test_long_text_is_cut_with_a_visible_message(client):
+    text = " ".join(["water"] * 300) + f" {PLANTED_WORD}"
+    _, highlighted, details, raw = explain(client, text)
+    assert raw["truncated"] and len(raw["words"]) < 300
+    assert "The text was cut" in details and f"at most {app.MAX_TOKENS} tokens" in details
+    assert PLANTED_WORD not in words_of(highlighted)
+
+
+def test_faithfulness_of_the_shown_explanation(client):
+    _, _, _, raw = explain(client, f"how many {PLANTED_WORD} were there")
+    shown = client.predict(raw, api_name="/faithfulness")
+    comprehensiveness = float(re.search(r"comprehensiveness = (-?[\d.]+)", shown).group(1))
+    sufficiency = float(re.search(r"sufficiency = (-?[\d.]+)", shown).group(1))
+    # Label attention puts the planted word first: removing it loses the class, keeping it keeps the class.
+    assert comprehensiveness > 0.3 and comprehensiveness > sufficiency + 0.3
+
+
+def test_heatmap_and_predict_endpoints(client):
+    heatmap = client.predict(f"a {PLANTED_WORD} here", api_name="/heatmap")
+    assert heatmap["type"] == "matplotlib" and heatmap["plot"].startswith("data:image/")
+    probabilities = client.predict(f"a {PLANTED_WORD} here", api_name="/predict")
+    assert set(probabilities) == {"other", "planted"} and probabilities["planted"] > 0.9
+    assert abs(sum(probabilities.values()) - 1) < 1e-5
+
+
+def test_compare_shows_the_chosen_methods_side_by_side(client):
+    text = f"the {PLANTED_WORD} said no"
+    chosen = ["label_attention", "integrated_gradients"]
+    note, *panels = client.predict(text, "planted", "other", chosen, api_name="/compare")
+    shown = [panel for panel in panels if panel is not None]  # one value per method of the page, None if not chosen
+    assert len(shown) == 2 and len(panels) > 2
+    for panel in shown:
+        assert "".join(piece["token"] for piece in panel) == text
+        assert max(words_of(panel), key=words_of(panel).get) == PLANTED_WORD
+    # Label attention cannot explain "planted rather than other": the note says it shows "planted" alone.
+    assert "Why planted rather than other?" in note and "Label attention: why planted alone" in note
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c: explain(c, "   "), "The text is empty"),
+        (lambda c: explain(c, "x" * (app.MAX_CHARS + 1)), f"at most {app.MAX_CHARS}"),
+        (lambda c: explain(c, "a zebra", "integrated_gradients", ig_steps=10_000), "maximum value 64"),
+        (lambda c: explain(c, "a zebra", "integrated_gradients", ig_steps=2.5), "ig_steps"),
+        (lambda c: explain(c, " ".join(["water"] * 100), "shap", shap_samples=25), "lower shap_samples to 20"),
+        (lambda c: explain(c, "a zebra", target="other", contrast="other"), "compares a class with itself"),
+        (lambda c: explain(c, "a zebra", contrast="other"), "cannot explain a pair target"),
+        (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
+    ],
+)
+def test_bad_requests_get_the_apps_message(client, call, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        call(client)
+
+
+@pytest.mark.parametrize(("backbone", "pooling"), [("embedding", "mean"), ("encoder", "label_attention")])
+def test_only_methods_that_fit_the_model_are_listed(tokenizer, tmp_path, backbone, pooling):
+    backend = app.Backend(str(save_model(make_model(backbone, pooling, num_labels=2), tokenizer, tmp_path / "model")))
+    config, text = backend.model.config, "one two three"
+    for name, method in app.METHODS.items():
+        unfit = (method.needs_encoder and config.backbone != "encoder") or (
+            method.needs_label_attention and config.pooling != "label_attention"
+        )
+        if unfit:
+            assert name not in backend.explainers, name
+        if name not in backend.explainers:
+            with pytest.raises(app.MethodError):
+                backend.explain(text, name)
+        else:
+            assert backend.explain(text, name, **app.cost_options(backend, name, {}, text)).words == text.split()
+    # The heatmap (and its endpoint) exists where label attention does.
+    api = app.build_demo(backend).get_api_info()["named_endpoints"]
+    assert "/explain" in api and ("/heatmap" in api) == (pooling == "label_attention")
+    if backbone == "encoder":
+        assert {"attention_rollout", "attention_flow"} <= set(backend.explainers)
+
+
+def test_without_a_model_the_page_says_how_to_train_one(monkeypatch, tmp_path):
+    monkeypatch.delenv(app.MODEL_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(app, "__file__", str(tmp_path / "space" / "app.py"))  # no default model beside it either
+    assert app.find_model() is None
+    page = str(app.build_demo().config)
+    assert "labelattn train" in page and app.MODEL_ENV in page
+    broken = str(app.build_demo(str(tmp_path)).config)  # a folder without a model
+    assert "Could not load the model" in broken and "labelattn train" in broken
+
+
+def test_model_comes_from_the_environment_variable(monkeypatch, planted_dir):
+    monkeypatch.setenv(app.MODEL_ENV, planted_dir)
+    assert app.find_model() == planted_dir
+    assert app.find_model("elsewhere") == "elsewhere"  # an explicit model wins
+
+
+def test_nothing_outside_loopback_is_contacted(planted_dir, monkeypatch):
+    """Build, launch, call: every socket connection goes to 127.0.0.1."""
+    contacted = []
+    connect = socket.socket.connect
+
+    def recording_connect(sock, address):
+        contacted.append(address)
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", recording_connect)
+    with running_app(planted_dir) as url:
+        assert Client(url, verbose=False).predict("a zebra", api_name="/predict")["planted"] > 0.9
+    hosts = {address[0] for address in contacted if isinstance(address, tuple)}
+    assert hosts and hosts <= {"127.0.0.1"}, hosts
+
+
+def space_command(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    space.add_arguments(parser)
+    return space.run(parser.parse_args(argv))
+
+
+def test_cli_serves_the_app_on_loopback(monkeypatch, planted_dir):
+    launched = {}
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: launched.update(kwargs))
+    assert space_command(planted_dir, "--port", "7999") == 0
+    assert launched == {"server_name": "127.0.0.1", "server_port": 7999, "ssr_mode": False}
+
+
+def test_cli_refuses_a_model_that_does_not_load(tmp_path):
+    # A FileNotFoundError: the `labelattn` command prints it as a one-line error.
+    with pytest.raises(FileNotFoundError, match=r"No model folder at .*nowhere: train one with `labelattn train"):
+        space_command(str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match=r"Cannot load the model .*empty"):
+        space_command(str((tmp_path / "empty").mkdir() or tmp_path / "empty"))
+    with pytest.raises(ValueError, match="--port 0 is not a TCP port"):
+        space_command("--port", "0")
+
+
+@pytest.mark.slow
+def test_twenty_concurrent_clients_each_get_their_own_answer(client):
+    """Label attention and Integrated Gradients interleaved, 20 at once: each answer is the one of its own text
+    (IG hooks the shared model while it runs; no answer may see another request's hook)."""
+    texts, labels = planted_texts(20, seed=7)
+    methods = ["label_attention", "integrated_gradients"] * 10
+
+    def ask(i: int):
+        return explain(Client(client.src, verbose=False), texts[i], methods[i])
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(ask, range(20)))
+    for text, label, method, (prediction, highlighted, _, raw) in zip(texts, labels, methods, answers, strict=True):
+        assert prediction["label"] == ["other", "planted"][label]
+        assert raw["method"] == method and raw["text"] == text
+        assert "".join(piece["token"] for piece in highlighted) == text
+        if label:
+            scores = words_of(highlighted)
+            assert max(scores, key=scores.get) == PLANTED_WORD
+
+
+@pytest.mark.slow
+def test_python_app_py_serves_like_a_space(planted_dir, tmp_path):
+    """`python app.py` in the space folder, configured by the environment only, as a Space runs it."""
+    port = free_port()
+    env = {**os.environ, app.MODEL_ENV: planted_dir, "GRADIO_SERVER_PORT": str(port)}
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=SPACE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the app did not answer within 120 s"
+                time.sleep(0.5)
+        assert client.predict(f"a {PLANTED_WORD} here", api_name="/predict")["planted"] > 0.9
+    finally:
+        server.terminate()
+        server.wait(30)
