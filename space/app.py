@@ -254,11 +254,15 @@ def details_markdown(exp: Explanation, backend: Backend) -> str:
             f"convergence delta = {exp.delta:.2e}. More steps make the delta smaller."
         )
     if exp.truncated:
-        lines.append(
-            f"⚠️ **The text was cut**: this demo reads at most {backend.max_tokens} tokens, so only the first "
-            f"{len(exp.words)} words were classified and explained."
-        )
+        lines.append(truncation_warning(exp, backend))
     return "\n\n".join(lines)
+
+
+def truncation_warning(exp: Explanation, backend: Backend) -> str:
+    return (
+        f"⚠️ **The text was cut**: this demo reads at most {backend.max_tokens} tokens, so only the first "
+        f"{len(exp.words)} words were classified and explained."
+    )
 
 
 def faithfulness_markdown(result: TextFaithfulness) -> str:
@@ -401,9 +405,14 @@ def build_page(backend: Backend) -> None:
     @user_errors
     def run_faithfulness(explanation: dict | None) -> str:
         """Comprehensiveness, sufficiency and τ-LOO of an explanation (the dict that /explain returns)."""
-        if not explanation:
+        if not isinstance(explanation, dict) or not explanation:
             raise gr.Error("No explanation yet: run Explain first.")
-        exp = Explanation(**{**explanation, "spans": [tuple(span) for span in explanation["spans"]]})
+        # The dict comes from the client: its text gets the same bound as any other, before the model sees it.
+        checked_text(explanation.get("text"))
+        try:
+            exp = Explanation(**{**explanation, "spans": [tuple(span) for span in explanation["spans"]]})
+        except (KeyError, TypeError) as error:
+            raise gr.Error(f"Not an explanation returned by /explain ({error}): pass that dict unchanged.") from None
         with backend.lock:
             report = evaluate_faithfulness(backend.model, backend.tokenizer, [exp], max_length=backend.max_tokens)
         return faithfulness_markdown(report.per_text[0])
@@ -424,7 +433,7 @@ def build_page(backend: Backend) -> None:
             raise gr.Error("Pick at least one method to compare.")
         wanted = resolve_target(backend, text, target, contrast)
         sliders = {"ig_steps": ig_steps, "shap_samples": shap_samples}
-        values, alone = [], []
+        values, alone, cut = [], [], None
         for label, name in methods:
             if name not in selected:
                 values.append(None)
@@ -432,14 +441,22 @@ def build_page(backend: Backend) -> None:
             # A method that cannot explain "a rather than b" explains "a" alone, and the note says so.
             own = wanted if allows_contrast[name] or not isinstance(wanted, tuple) else wanted[0]
             alone += [label] if own is not wanted else []
-            values.append(
-                backend.explain(text, name, own, **cost_options(backend, name, sliders, text)).to_highlighted_text()
-            )
+            exp = backend.explain(text, name, own, **cost_options(backend, name, sliders, text))
+            cut = exp if exp.truncated else cut
+            values.append(exp.to_highlighted_text())
         question = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
         note = f"**{question}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
+        if cut is not None:
+            note += "\n\n" + truncation_warning(cut, backend)
         return [note, *values]
 
-    method.change(lambda m: gr.update(interactive=allows_contrast[m]), method, contrast, api_visibility="private")
+    def contrast_for(method_name: str) -> dict:
+        # A method that cannot take "rather than" also clears it: a greyed-out box must not keep a class.
+        if allows_contrast[method_name]:
+            return gr.update(interactive=True)
+        return gr.update(interactive=False, value=NO_CONTRAST)
+
+    method.change(contrast_for, method, contrast, api_visibility="private")
     explained = gr.on(
         [explain_button.click, text.submit],
         run_explain,

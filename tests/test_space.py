@@ -161,6 +161,20 @@ def test_compare_shows_the_chosen_methods_side_by_side(client):
         assert max(words_of(panel), key=words_of(panel).get) == PLANTED_WORD
     # Label attention cannot explain "planted rather than other": the note says it shows "planted" alone.
     assert "Why planted rather than other?" in note and "Label attention: why planted alone" in note
+    assert "The text was cut" not in note
+
+
+@pytest.mark.filterwarnings("ignore:Text 0 is longer than")
+def test_compare_says_when_the_text_was_cut(client):
+    text = " ".join(["water"] * 300) + f" {PLANTED_WORD}"
+    note = client.predict(text, app.PREDICTED, app.NO_CONTRAST, ["label_attention"], api_name="/compare")[0]
+    assert "The text was cut" in note and f"at most {app.MAX_TOKENS} tokens" in note
+
+
+def huge_explanation(client: Client) -> dict:
+    """A real explanation whose text a client has blown up to 400,000 characters."""
+    raw = explain(client, f"a {PLANTED_WORD} here")[-1]
+    return {**raw, "text": raw["text"] + " x" * 200_000}
 
 
 @pytest.mark.parametrize(
@@ -174,6 +188,9 @@ def test_compare_shows_the_chosen_methods_side_by_side(client):
         (lambda c: explain(c, "a zebra", target="other", contrast="other"), "compares a class with itself"),
         (lambda c: explain(c, "a zebra", contrast="other"), "cannot explain a pair target"),
         (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
+        # /faithfulness takes a dict from the client: its text is bounded like any other, its shape checked.
+        (lambda c: c.predict(huge_explanation(c), api_name="/faithfulness"), f"at most {app.MAX_CHARS}"),
+        (lambda c: c.predict({"text": "a zebra"}, api_name="/faithfulness"), "Not an explanation returned by"),
     ],
 )
 def test_bad_requests_get_the_apps_message(client, call, message):
@@ -221,19 +238,26 @@ def test_model_comes_from_the_environment_variable(monkeypatch, planted_dir):
 
 
 def test_nothing_outside_loopback_is_contacted(planted_dir, monkeypatch):
-    """Build, launch, call: every socket connection goes to 127.0.0.1."""
-    contacted = []
-    connect = socket.socket.connect
+    """Build, launch, call: every host name looked up and every socket connection is loopback. (Offline, a call
+    to an outside host fails at the name lookup, before any connection: both are recorded.)"""
+    contacted, looked_up = [], []
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
 
     def recording_connect(sock, address):
         contacted.append(address)
         return connect(sock, address)
 
+    def recording_getaddrinfo(host, *args, **kwargs):
+        looked_up.append(host.decode() if isinstance(host, bytes) else host)
+        return getaddrinfo(host, *args, **kwargs)
+
     monkeypatch.setattr(socket.socket, "connect", recording_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", recording_getaddrinfo)
     with running_app(planted_dir) as url:
         assert Client(url, verbose=False).predict("a zebra", api_name="/predict")["planted"] > 0.9
     hosts = {address[0] for address in contacted if isinstance(address, tuple)}
     assert hosts and hosts <= {"127.0.0.1"}, hosts
+    assert set(looked_up) <= {"127.0.0.1", "localhost", None}, looked_up
 
 
 def space_command(*argv: str) -> int:

@@ -60,7 +60,8 @@ def explain(page, text: str) -> None:
 
 def choose(page, dropdown: str, option: str) -> None:
     page.locator(f"#{dropdown} input").click()
-    page.get_by_role("option", name=option, exact=True).click()
+    # The dropdown's own options: another dropdown's list may still be open.
+    page.locator(f"#{dropdown}").get_by_role("option", name=option, exact=True).click()
 
 
 def test_visitor_explains_asks_another_class_and_sees_errors(browser, planted_embedding_model, tokenizer, tmp_path):
@@ -86,6 +87,19 @@ def test_visitor_explains_asks_another_class_and_sees_errors(browser, planted_em
         page.locator("#explain").click()
         expect(details).to_contain_text("Why other?")
         expect(prediction).to_contain_text("planted")  # the prediction itself does not change
+
+        # "Rather than" with IG, then a method that cannot take it: the greyed-out box is cleared, Explain works.
+        choose(page, "method", app.METHOD_NAMES["integrated_gradients"])
+        choose(page, "target", "planted")
+        choose(page, "contrast", "other")
+        page.locator("#explain").click()
+        expect(details).to_contain_text("rather than other")
+        choose(page, "method", app.METHOD_NAMES["label_attention"])
+        expect(page.locator("#contrast input")).to_have_value(app.NO_CONTRAST)
+        expect(page.locator("#contrast input")).to_be_disabled()
+        page.locator("#explain").click()
+        expect(details).to_contain_text("Label attention")
+        expect(details).not_to_contain_text("rather than")
 
         explain(page, "")
         expect(page.get_by_test_id("toast-body")).to_contain_text("The text is empty")
