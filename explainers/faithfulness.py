@@ -19,6 +19,8 @@ Rules that keep every number defined (never NaN):
 - The top words are the highest *signed* scores (the words that speak for the class); ties go to the earlier word.
 - A correlation over fewer than 2 words is undefined: it is None and left out of the averages (their count is
   reported). When either ranking is constant (e.g. the model ignores every single word) it is 0: no agreement.
+  Leave-one-out drops within 1e-6 of each other are ties (`LOO_TIE`), so that τ-LOO does not depend on how the
+  inputs were batched.
 - A deletion that would leave no token at all (a tokenizer without special tokens) leaves one baseline token.
 
 Every perturbed input of every text and every method goes into one pool, duplicates removed (a short text's
@@ -42,6 +44,9 @@ from .words import TokenizedText, tokenize
 
 DEFAULT_PERCENTAGES: tuple[int, ...] = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
 REMOVALS = ("replace", "delete")
+# A probability moves by about 1e-7 with the batch an input lands in (its padding changes the float sums):
+# leave-one-out drops closer than this are ties for τ-LOO, so that such noise neither breaks a tie nor orders words.
+LOO_TIE = 1e-6
 
 
 class FaithfulnessError(ExplainerError):
@@ -71,6 +76,16 @@ def rank_correlation(first: Sequence[float], second: Sequence[float], kind: str 
         return 0.0
     statistic = stats.kendalltau(first, second) if kind == "kendall" else stats.spearmanr(first, second)
     return float(statistic.statistic)
+
+
+def merge_ties(values: Sequence[float], tolerance: float) -> list[float]:
+    """`values` with each run of sorted values that lie within `tolerance` of the run's smallest set to it."""
+    merged, anchor = list(values), None
+    for i in sorted(range(len(values)), key=values.__getitem__):
+        if anchor is None or values[i] - anchor > tolerance:
+            anchor = values[i]
+        merged[i] = anchor
+    return merged
 
 
 def mean_defined(values: Sequence[float | None]) -> float | None:
@@ -263,10 +278,17 @@ def evaluate_faithfulness(
     runs = {"": list(explanations)} if single else {name: list(exps) for name, exps in explanations.items()}
     if not any(runs.values()):
         raise FaithfulnessError("No explanation to measure: pass the list that explain() returned for your texts.")
+    for name, exps in runs.items():
+        if not all(isinstance(exp, Explanation) for exp in exps):
+            raise FaithfulnessError(
+                f"{'The explanations' if single else repr(name)} must be a flat list of Explanation; for "
+                "explain(..., targets='all'), which gives a list per text, flatten it: [e for per_text in ... for e in "
+                "per_text]."
+            )
     limit = max_length or min(model.config.max_seq_length, getattr(tokenizer, "model_max_length", 10**9))
     items = _tokenized(tokenizer, model, runs, limit)
     baseline_token_id = tokenizer.pad_token_id or 0
-    pool = _ProbabilityPool(model.eval(), baseline_token_id, batch_size)
+    pool = _ProbabilityPool(model, baseline_token_id, batch_size)
 
     # Register every input first, read the probabilities after one pass over the pool.
     plans = []
@@ -307,7 +329,7 @@ def evaluate_faithfulness(
                 loo_drops=drops,
                 comprehensiveness=sum(p - q for q in p_removed) / len(p_removed),
                 sufficiency=sum(p - q for q in p_kept) / len(p_kept),
-                tau_loo=rank_correlation(exp.scores, drops) if drops is not None else None,
+                tau_loo=rank_correlation(exp.scores, merge_ties(drops, LOO_TIE)) if drops is not None else None,
             )
         )
 

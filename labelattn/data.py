@@ -6,6 +6,7 @@ the class names, and what the model card needs to say about the data. Every chec
 happens here, before any model is built, and names the file and the row.
 """
 
+import csv
 import hashlib
 import importlib.metadata
 import json
@@ -160,14 +161,14 @@ def _load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Ca
     """Load one file or `datasets` folder with `datasets`, and how to name its rows in messages."""
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} does not exist: pass a CSV file, a JSONL file, a datasets folder or {BUILTIN}."
+            f"{path} does not exist: pass a CSV file, a JSONL file, a datasets folder or one of {sorted(BUILTIN)}."
         )
     try:
         if path.is_dir():
             return datasets.load_from_disk(str(path)), lambda i: f"row {i + 1}"
         suffix = path.suffix.lower()
         if suffix == ".csv":
-            table = datasets.load_dataset("csv", data_files=str(path), split="train")
+            table = datasets.load_dataset("csv", data_files=str(path), split="train", **_csv_as_strings(path))
             return table, lambda i: f"row {i + 1} (line {i + 2}, counting the header)"
         if suffix in (".jsonl", ".json"):
             _check_jsonl(path)
@@ -180,6 +181,17 @@ def _load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Ca
     raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl or a folder saved by datasets.")
 
 
+def _csv_as_strings(path: Path) -> dict:
+    """Options that read every cell of a CSV file as the string it is: pandas would otherwise read a text "10000"
+    as a number and a label "None" or "NA" as missing. Only an empty cell is missing."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle), None)
+    if not header:
+        raise DataError(f"{path} is empty: write a header row (e.g. text,label), then one row per text.")
+    features = datasets.Features({name: datasets.Value("string") for name in header})
+    return {"features": features, "keep_default_na": False, "na_values": [""]}
+
+
 def _raw_split(
     table: datasets.Dataset, origin: str, row_name: Callable[[int], str], text_column: str, label_column: str, sep: str
 ) -> RawSplit:
@@ -189,6 +201,11 @@ def _raw_split(
                 f"{origin} has no {role} column {column!r}; its columns are {table.column_names}: pass {flag} NAME."
             )
     labels = list(table[label_column])
+    # Class indices stored with their names (a ClassLabel, or a list of them for multi-label): use the names.
+    feature = table.features[label_column]
+    names = getattr(feature, "feature", feature)
+    if isinstance(names, datasets.ClassLabel):
+        labels = [names.int2str(value) if feature is names else [names.int2str(v) for v in value] for value in labels]
     if sep:
         labels = [value.split(sep) if isinstance(value, str) else value for value in labels]
     raw = RawSplit(origin, list(range(len(table))), list(table[text_column]), labels, row_name)
@@ -198,11 +215,17 @@ def _raw_split(
 
 
 def _read_files(paths: dict[str, str], text_column: str, label_column: str, sep: str) -> dict[str, RawSplit]:
-    """One `RawSplit` per given split; a `datasets` folder holding a DatasetDict may give several at once."""
+    """One `RawSplit` per given split; the training folder, a DatasetDict, may give several at once (the split
+    files given beside it win)."""
     raw = {}
     for split, given in paths.items():
         table, row_name = _load_table(Path(given))
-        if isinstance(table, datasets.DatasetDict):
+        if isinstance(table, datasets.DatasetDict) and split != "train":
+            # --validation-data / --test-data: that split of the folder, never its other splits.
+            if split not in table:
+                raise DataError(f"{given} holds the splits {list(table)}, not {split!r}: pass one that has it.")
+            raw[split] = _raw_split(table[split], f"{given} [{split}]", row_name, text_column, label_column, sep)
+        elif isinstance(table, datasets.DatasetDict):
             unknown = set(table) - set(SPLITS)
             if unknown or "train" not in table:
                 raise DataError(
@@ -336,3 +359,27 @@ def load_data(
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
     return build_splits(raw, source, multi_label, seed)
+
+
+def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
+    """Every text of `data` (a built-in name, or a CSV / JSONL file / `datasets` folder) in its own order, without
+    labels and without splitting: what measuring explanations on a whole file needs."""
+    if data in BUILTIN and not Path(data).exists():
+        return list(BUILTIN[data][0]().texts)
+    table, row_name = _load_table(Path(data))
+    whole = not isinstance(table, datasets.DatasetDict)
+    parts = [(data, table)] if whole else [(f"{data} [{s}]", table[s]) for s in SPLITS if s in table]
+    texts = []
+    for origin, part in parts:
+        if text_column not in part.column_names:
+            raise DataError(
+                f"{origin} has no text column {text_column!r}; its columns are {part.column_names}: "
+                "pass --text-column NAME."
+            )
+        for i, text in enumerate(part[text_column]):
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"{origin}, {row_name(i)}: the text is empty ({text!r}); remove the row or fill it in.")
+            texts.append(text)
+    if not texts:
+        raise DataError(f"{data} holds no rows.")
+    return texts

@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--split",
         default="test",
         choices=["train", "validation", "test", "all"],
-        help="Split of DATA (a file without splits has 10%% held out as test; 'all' reads every row).",
+        help="Split of DATA (a file without splits has 10%% held out as test, stratified by its labels); "
+        "'all' reads every row, and needs no label column.",
     )
     parser.add_argument("--text-column", default="text", help="Text column of a CSV/JSONL file.")
     parser.add_argument("--label-column", default="label", help="Label column of a CSV/JSONL file.")
@@ -142,11 +143,16 @@ def _load(path: str, device):
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
-    from labelattn.data import load_data
+    """The first --n-texts texts of the split; `all` reads every row of DATA, unsplit and without its labels."""
+    from labelattn.data import load_data, load_texts
 
-    data = load_data(args.data, text_column=args.text_column, label_column=args.label_column)
-    splits = ("train", "validation", "test") if args.split == "all" else (args.split,)
-    texts = [text for split in splits for text in data.splits[split]["text"]]
+    if args.split == "all":
+        texts = load_texts(args.data, text_column=args.text_column)
+    else:
+        texts = load_data(args.data, text_column=args.text_column, label_column=args.label_column).splits[args.split]
+        texts = list(texts["text"])
+    if len(texts) < args.n_texts:
+        print(f"{args.data} ({args.split}) holds {len(texts)} texts: measuring all of them.", file=sys.stderr)
     return texts[: args.n_texts]
 
 

@@ -16,13 +16,15 @@ import shlex
 import shutil
 import signal
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from labelattn import DEFAULT_MODEL_DIR
 
 METRICS_DIR = Path(__file__).parent / "metrics"
 CHECKPOINTS = "checkpoints"  # sub-folder of --output-dir, where Accelerate's automatic naming puts them
+# Written last into a checkpoint folder: one without it was cut short (a kill during the save) and is not resumed.
+COMPLETE = "complete"
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
 NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "run", "command"}
@@ -112,7 +114,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MODEL_DIR,
         help=f"Where the model goes (default: {DEFAULT_MODEL_DIR}).",
     )
-    out.add_argument("--overwrite", action="store_true", help="Replace a different model already in --output-dir.")
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Delete what --output-dir holds (another model, old checkpoints) and train into it.",
+    )
     out.add_argument(
         "--checkpoint-every",
         type=int,
@@ -167,9 +173,7 @@ def check_output_dir(args: argparse.Namespace) -> None:
     saved_file = folder / SETTINGS_FILE
     saved = json.loads(saved_file.read_text()) if saved_file.is_file() else None
     if args.resume:
-        checkpoints = folder / CHECKPOINTS
-        if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
-            raise TrainingError(f"--resume: {checkpoints} holds no checkpoint; train without --resume first.")
+        last_checkpoint(folder)  # refuses a folder without a complete one
         differing = {k: (saved.get(k), v) for k, v in settings_of(args).items() if saved.get(k) != v} if saved else {}
         if saved is None or differing:
             raise TrainingError(
@@ -177,6 +181,13 @@ def check_output_dir(args: argparse.Namespace) -> None:
                 "resume with the same options or train into another --output-dir."
             )
         return
+    if args.overwrite and folder.exists():
+        here = Path.cwd().resolve()
+        if any(place.is_relative_to(folder.resolve()) for place in (here, Path.home().resolve())):
+            raise FileExistsError(
+                f"--overwrite would delete {folder}, which holds the working directory or the home folder: "
+                "give the model a folder of its own."
+            )
     if not folder.exists() or not any(folder.iterdir()) or args.overwrite:
         return
     if saved != settings_of(args):
@@ -184,6 +195,49 @@ def check_output_dir(args: argparse.Namespace) -> None:
         raise FileExistsError(
             f"{folder} already holds {what}: pass --overwrite to replace it, --resume to continue its training, "
             "or choose another --output-dir."
+        )
+
+
+def checkpoint_number(path: Path) -> int:
+    return int(path.name.rsplit("_", 1)[1])
+
+
+def last_checkpoint(folder: Path) -> Path:
+    """The newest complete checkpoint of the run in `folder`."""
+    complete = [path for path in (folder / CHECKPOINTS).glob("checkpoint_*") if (path / COMPLETE).is_file()]
+    if not complete:
+        raise TrainingError(
+            f"--resume: {folder / CHECKPOINTS} holds no complete checkpoint; train without --resume first."
+        )
+    return max(complete, key=checkpoint_number)
+
+
+def save_checkpoint(accelerator) -> None:
+    """`save_state`, then the completion mark, once every process has written its part."""
+    path = Path(accelerator.save_state())
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        (path / COMPLETE).touch()
+
+
+def launch_of(accelerator) -> dict:
+    """What decides the data each process sees and the arithmetic, besides the command's options."""
+    return {
+        "num_processes": accelerator.num_processes,
+        "distributed_type": str(accelerator.distributed_type),
+        "mixed_precision": accelerator.mixed_precision,
+        "gradient_accumulation_steps": accelerator.gradient_accumulation_steps,
+    }
+
+
+def check_launch(accelerator, saved: dict, args: argparse.Namespace) -> None:
+    """A resumed run must be launched as the interrupted one (`saved`): with another process count each process
+    would skip a wrong number of rows, and the schedule would be counted in other units."""
+    differing = {k: (saved.get(k), v) for k, v in launch_of(accelerator).items() if saved.get(k) != v}
+    if differing:
+        raise TrainingError(
+            f"--resume: {args.output_dir} was launched otherwise (saved, now): {differing}; launch it as before "
+            "(same accelerate launch options and number of processes)."
         )
 
 
@@ -215,6 +269,7 @@ class Progress:
     epoch: int = 0
     batches: int = 0  # batches consumed in `epoch`
     steps: int = 0  # optimizer steps in all
+    launch: dict = field(default_factory=dict)  # `launch_of` the run: a resumed run must match it
 
     def state_dict(self) -> dict:
         return asdict(self)
@@ -387,34 +442,45 @@ def run(args: argparse.Namespace) -> int:
     # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.
     optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
 
-    model, optimizer, train_loader, validation_loader, test_loader = accelerator.prepare(
-        model, optimizer, loaders["train"], loaders["validation"], loaders["test"]
+    # Each process gets every num_processes-th batch (the last ones padded to an even count).
+    steps_per_epoch = math.ceil(
+        math.ceil(len(loaders["train"]) / accelerator.num_processes) / args.gradient_accumulation_steps
     )
-    steps_per_epoch = math.ceil(len(train_loader) / args.gradient_accumulation_steps)
     total_steps = steps_per_epoch * args.epochs
-    # The prepared scheduler steps once per process at each optimizer step: count in those units.
-    scheduler = accelerator.prepare(
-        get_linear_schedule_with_warmup(
-            optimizer,
-            num_warmup_steps=round(args.warmup_ratio * total_steps) * accelerator.num_processes,
-            num_training_steps=total_steps * accelerator.num_processes,
-        )
+    # The prepared scheduler steps once per process at each optimizer step: count in those units. It is prepared
+    # in the same call as the model and optimizer, which DeepSpeed needs to take it over.
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer,
+        num_warmup_steps=round(args.warmup_ratio * total_steps) * accelerator.num_processes,
+        num_training_steps=total_steps * accelerator.num_processes,
+    )
+    model, optimizer, train_loader, validation_loader, test_loader, scheduler = accelerator.prepare(
+        model, optimizer, loaders["train"], loaders["validation"], loaders["test"], scheduler
     )
     progress = Progress()
     accelerator.register_for_checkpointing(progress)
     metrics = load_metrics(data.multi_label)
 
     if args.resume:
-        accelerator.load_state()  # the latest checkpoint_<n>
+        checkpoint = last_checkpoint(output_dir)
+        accelerator.wait_for_everyone()  # every process has found the same checkpoint before any is deleted
+        if accelerator.is_main_process:  # checkpoints cut short by the kill: their numbers are reused
+            for path in (output_dir / CHECKPOINTS).glob("checkpoint_*"):
+                if checkpoint_number(path) > checkpoint_number(checkpoint):
+                    shutil.rmtree(path)
+        accelerator.load_state(str(checkpoint))
+        check_launch(accelerator, progress.launch, args)
         # Accelerate does not restore its checkpoint counter: continue the numbering after the one loaded.
-        numbers = [int(path.name.rsplit("_", 1)[1]) for path in (output_dir / CHECKPOINTS).glob("checkpoint_*")]
-        accelerator.project_configuration.iteration = max(numbers) + 1
+        accelerator.project_configuration.iteration = checkpoint_number(checkpoint) + 1
         accelerator.print(f"Resumed at step {progress.steps} (epoch {progress.epoch + 1}, batch {progress.batches}).")
     else:
         if accelerator.is_main_process:
+            if args.overwrite:
+                shutil.rmtree(output_dir, ignore_errors=True)
             shutil.rmtree(output_dir / CHECKPOINTS, ignore_errors=True)
-            output_dir.mkdir(parents=True, exist_ok=True)
+            (output_dir / CHECKPOINTS).mkdir(parents=True)
             (output_dir / SETTINGS_FILE).write_text(json.dumps(settings_of(args), indent=2) + "\n")
+        progress.launch = launch_of(accelerator)
         accelerator.wait_for_everyone()
 
     accelerator.print(
@@ -447,7 +513,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
             if progress.steps % args.checkpoint_every == 0:
-                accelerator.save_state()
+                save_checkpoint(accelerator)
             if progress.steps == args.debug_kill_at_step:
                 os.kill(os.getpid(), signal.SIGKILL)
         progress.epoch, progress.batches = progress.epoch + 1, 0
@@ -455,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
         accelerator.print(f"epoch {progress.epoch}: validation {format_scores(validation)}")
     bar.close()
     if progress.steps % args.checkpoint_every:
-        accelerator.save_state()
+        save_checkpoint(accelerator)
     if not validation:  # resumed after the last epoch had finished: still report its metrics
         validation = evaluate_split(model, validation_loader, accelerator, metrics, data.multi_label)
     test = evaluate_split(model, test_loader, accelerator, metrics, data.multi_label)

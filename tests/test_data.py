@@ -9,7 +9,7 @@ import evaluate
 import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
-from labelattn.data import SPLITS, DataError, load_data
+from labelattn.data import SPLITS, DataError, load_data, load_texts
 from labelattn.train import METRICS_DIR
 
 
@@ -96,6 +96,48 @@ def test_datasets_folder_with_its_own_splits(tmp_path):
         "test": 6,
     }
     assert data.label_names == ["0", "1"]
+
+
+def test_class_label_names_are_kept(tmp_path):
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
+    rows = {"text": [f"t {i}" for i in range(20)], "label": [i % 2 for i in range(20)]}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(tmp_path / "ds")
+    test = write(tmp_path / "test.csv", "text,label\nfine,pos\nbad,neg\n")
+    data = load_data(str(tmp_path / "ds"), test=test)
+    assert data.label_names == ["neg", "pos"]
+    assert [data.label_names[i] for i in data.splits["test"]["label"]] == ["pos", "neg"]
+
+
+def test_a_split_folder_given_as_test_data_gives_only_its_test_split(tmp_path):
+    def part(prefix, n):
+        texts = [f"{prefix} {i}" for i in range(n)]
+        return datasets.Dataset.from_dict({"text": texts, "label": [i % 2 for i in range(n)]})
+
+    datasets.DatasetDict({"train": part("A", 40)}).save_to_disk(tmp_path / "a")
+    datasets.DatasetDict({"train": part("B", 20), "test": part("B-test", 6)}).save_to_disk(tmp_path / "b")
+    data = load_data(str(tmp_path / "a"), test=str(tmp_path / "b"))
+    assert all(text.startswith("A ") for split in ("train", "validation") for text in data.splits[split]["text"])
+    assert all(text.startswith("B-test") for text in data.splits["test"]["text"])
+    with pytest.raises(DataError, match="not 'validation'"):
+        load_data(str(tmp_path / "a"), validation=str(tmp_path / "b"))
+
+
+def test_csv_cells_are_read_as_written(tmp_path):
+    # pandas would read "None"/"NA" as missing labels and "10000" as a number.
+    rows = [f"{10000 + i},{['positive', 'negative', 'None', 'NA'][i % 4]}" for i in range(40)]
+    data = load_data(write(tmp_path / "data.csv", "text,label\n" + "\n".join(rows) + "\n"))
+    assert set(data.label_names) == {"positive", "negative", "None", "NA"}
+    assert all(isinstance(text, str) for text in data.splits["train"]["text"])
+
+
+def test_load_texts_reads_every_row_without_labels(tmp_path):
+    path = write(tmp_path / "texts.csv", "text\nwhere is it\nwho is he\n")
+    assert load_texts(path) == ["where is it", "who is he"]
+    assert len(load_texts("trec")) == 5381
+    with pytest.raises(DataError, match=r"row 2 \(line 3, counting the header\): the text is empty"):
+        load_texts(write(tmp_path / "blank.csv", "text,n\nfine,1\n  ,2\n"))
+    with pytest.raises(DataError, match="no text column 'text'"):
+        load_texts(write(tmp_path / "other.csv", "sentence\nfine\n"))
 
 
 def write(path: Path, text: str) -> str:

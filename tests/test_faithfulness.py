@@ -164,6 +164,35 @@ def test_bad_arguments_are_refused(planted_embedding_model, tokenizer, planted_c
         evaluate_faithfulness(planted_embedding_model, tokenizer, wrong)
     with pytest.raises(FaithfulnessError, match="same texts"):
         rank_agreement(ig, rand[:-1])
+    per_text = explain(planted_embedding_model, tokenizer, ["the water"], method="saliency", targets="all")
+    with pytest.raises(FaithfulnessError, match="flatten it"):
+        evaluate_faithfulness(planted_embedding_model, tokenizer, per_text)
+
+
+def test_tau_loo_does_not_depend_on_the_batching(embedding_model, tokenizer):
+    # Every leave-one-out input of a repeated word is the same text: the drops tie, so τ is 0 (a constant ranking),
+    # although the float sums of each input differ by ~1e-7 with the batch and padding it gets.
+    texts, _ = planted_texts(40, seed=5)
+    runs = {
+        "repeated": explain(embedding_model, tokenizer, ["the " * 8], method="random"),
+        "others": explain(embedding_model, tokenizer, texts, method="random"),
+    }
+    taus = []
+    for batch_size in (1, 7, 64):
+        reports = evaluate_faithfulness(embedding_model, tokenizer, runs, batch_size=batch_size)
+        assert reports["repeated"].per_text[0].tau_loo == 0.0
+        taus.append([row.tau_loo for row in reports["others"].per_text])
+    assert taus[0] == taus[1] == taus[2]
+
+
+def test_measuring_leaves_a_training_model_in_training(planted_embedding_model, tokenizer, planted_case):
+    _, _, ig, _ = planted_case
+    planted_embedding_model.train()
+    try:
+        evaluate_faithfulness(planted_embedding_model, tokenizer, ig[:2])
+        assert planted_embedding_model.training
+    finally:
+        planted_embedding_model.eval()
 
 
 def test_evaluate_metric_loads_offline_by_path_and_agrees(planted_embedding_model, tokenizer, planted_case):

@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,14 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path):
     )  # fmt: skip
     assert killed.returncode == -9, killed.stderr
     assert not (tmp_path / "run" / "model.safetensors").exists()
+    # A kill during a save leaves a checkpoint cut short (here: its weights only): resuming skips it.
+    checkpoints = tmp_path / "run" / "checkpoints"
+    partial = checkpoints / f"checkpoint_{len(list(checkpoints.glob('checkpoint_*'))) + 5}"
+    partial.mkdir()
+    shutil.copy(max(checkpoints.glob("checkpoint_*/model.safetensors")), partial / "model.safetensors")
+    # Launched otherwise (bf16 from the environment, as `accelerate launch --mixed_precision` sets it): refused.
+    other = train(*common, "--output-dir", tmp_path / "run", "--resume", env={"ACCELERATE_MIXED_PRECISION": "bf16"})
+    assert other.returncode == 2 and "launched otherwise" in other.stderr and "mixed_precision" in other.stderr
     resumed = train(
         *common, "--output-dir", tmp_path / "run", "--resume", "--debug-sample-ids", tmp_path / "resumed.ids"
     )
@@ -109,6 +118,7 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path):
     )
     assert after[0]["step"] == 41
     assert [b for b in before if b["step"] <= 40] + after == uninterrupted
+    assert not partial.exists()
 
 
 def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
@@ -175,10 +185,28 @@ def test_occupied_output_dir_is_refused_before_training(tiny_csv, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]
 
 
+def test_overwrite_replaces_the_whole_folder(tiny_csv, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "pytorch_model.bin").write_text("another model's weights")
+    result = train("--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert not (out / "pytorch_model.bin").exists()  # nothing of the old model is left to be pushed with the new
+    assert (out / "model.safetensors").is_file()
+
+
+def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_path, monkeypatch):
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    code, message = run_cli("--data", tiny_csv, "--output-dir", tmp_path, "--overwrite")
+    assert code == 2 and "holds the working directory" in message
+    assert (tmp_path / "project").is_dir()
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        (["--resume"], "holds no checkpoint"),
+        (["--resume"], "holds no complete checkpoint"),
         (["--backbone", "/no/such/encoder"], "neither 'embedding', 'minilm' nor a folder"),
         (["--epochs", "0"], "--epochs must be at least 1"),
         (["--validation-data", "x.csv"], "has its own fixed split"),
