@@ -28,7 +28,8 @@ COMPLETE = "complete"
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
 NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "run", "command"}
-NOT_SETTINGS |= {"command_line"}
+NOT_SETTINGS |= {"command_line", "output_dir"}  # the folder holding the settings is not one of them
+PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone"}
 NOT_SETTINGS |= {"debug_sample_ids", "debug_kill_at_step"}
 # Learning rates: a bag of embeddings learns from scratch, a pretrained encoder is fine-tuned.
 LEARNING_RATES = {"embedding": 5e-3, "encoder": 5e-5}
@@ -161,8 +162,16 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    """The options that decide the trained weights, as JSON values."""
-    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in NOT_SETTINGS}
+    """The options that decide the trained weights, as JSON values; paths normalised, so that `./data.csv` and
+    `data.csv` are the same setting (not made absolute: the file goes to the Hub with the model)."""
+    settings = {}
+    for name, value in vars(args).items():
+        if name in NOT_SETTINGS:
+            continue
+        if name in PATH_SETTINGS and value is not None:
+            value = os.path.normpath(value)
+        settings[name] = str(value) if isinstance(value, Path) else value
+    return settings
 
 
 def check_output_dir(args: argparse.Namespace) -> None:

@@ -1,5 +1,6 @@
 """`labelattn train` end to end on tiny files: what it saves, resume after SIGKILL, two processes, bad options."""
 
+import argparse
 import json
 import os
 import random
@@ -15,6 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from labelattn import cli
+from labelattn import train as train_module
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
@@ -193,6 +195,22 @@ def test_overwrite_replaces_the_whole_folder(tiny_csv, tmp_path):
     assert result.returncode == 0, result.stderr
     assert not (out / "pytorch_model.bin").exists()  # nothing of the old model is left to be pushed with the new
     assert (out / "model.safetensors").is_file()
+
+
+def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tiny_csv.parent)
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    out = tmp_path / "run"
+    first = train_module.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
+    (out / "checkpoints" / "checkpoint_0").mkdir(parents=True)
+    (out / "checkpoints" / "checkpoint_0" / train_module.COMPLETE).touch()
+    (out / train_module.SETTINGS_FILE).write_text(json.dumps(train_module.settings_of(first)))
+    again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
+    train_module.check_output_dir(train_module.resolve_defaults(parser.parse_args(again)))  # no error
+    other = train_module.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
+    with pytest.raises(train_module.TrainingError, match="other settings"):
+        train_module.check_output_dir(other)
 
 
 def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_path, monkeypatch):
