@@ -192,14 +192,24 @@ def _csv_as_strings(path: Path) -> dict:
     return {"features": features, "keep_default_na": False, "na_values": [""]}
 
 
+def _require_column(table: datasets.Dataset, origin: str, role: str, column: str) -> None:
+    if column not in table.column_names:
+        raise DataError(
+            f"{origin} has no {role} column {column!r}; its columns are {table.column_names}: "
+            f"pass --{role}-column NAME."
+        )
+
+
+def _check_text(where: str, text) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(f"{where}: the text is empty ({text!r}); remove the row or fill it in.")
+
+
 def _raw_split(
     table: datasets.Dataset, origin: str, row_name: Callable[[int], str], text_column: str, label_column: str, sep: str
 ) -> RawSplit:
-    for role, column, flag in (("text", text_column, "--text-column"), ("label", label_column, "--label-column")):
-        if column not in table.column_names:
-            raise DataError(
-                f"{origin} has no {role} column {column!r}; its columns are {table.column_names}: pass {flag} NAME."
-            )
+    _require_column(table, origin, "text", text_column)
+    _require_column(table, origin, "label", label_column)
     labels = list(table[label_column])
     # Class indices stored with their names (a ClassLabel, or a list of them for multi-label): use the names.
     feature = table.features[label_column]
@@ -250,8 +260,7 @@ def _check(raw: dict[str, RawSplit], multi_label: bool) -> list[str]:
     """Every row has a text and a label, the training data has 2+ classes and covers every label: the class names."""
     for part in raw.values():
         for i, (text, label) in enumerate(zip(part.texts, part.labels, strict=True)):
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(f"{part.where(i)}: the text is empty ({text!r}); remove the row or fill it in.")
+            _check_text(part.where(i), text)
             if not _label_names(label) and not multi_label:
                 raise DataError(f"{part.where(i)}: the label is missing ({label!r}); every row needs one.")
     train = raw["train"]
@@ -371,14 +380,9 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     parts = [(data, table)] if whole else [(f"{data} [{s}]", table[s]) for s in SPLITS if s in table]
     texts = []
     for origin, part in parts:
-        if text_column not in part.column_names:
-            raise DataError(
-                f"{origin} has no text column {text_column!r}; its columns are {part.column_names}: "
-                "pass --text-column NAME."
-            )
+        _require_column(part, origin, "text", text_column)
         for i, text in enumerate(part[text_column]):
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(f"{origin}, {row_name(i)}: the text is empty ({text!r}); remove the row or fill it in.")
+            _check_text(f"{origin}, {row_name(i)}", text)
             texts.append(text)
     if not texts:
         raise DataError(f"{data} holds no rows.")
