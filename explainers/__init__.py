@@ -1,8 +1,10 @@
-"""Word-level explanations of labelattn classifiers, by many methods, through one API.
+"""Word-level explanations of any Hugging Face text classifier, by many methods, through one API.
 
 ```python
-from explainers import explain
+from explainers import explain, load_classifier
+model, tokenizer = load_classifier("path/or/cached-hub-id")
 exp = explain(model, tokenizer, "fast delivery but the screen cracked", method="integrated_gradients")
+pair = explain(model, tokenizer, ("A man is sleeping.", "Nobody is awake."), method="saliency")
 ```
 """
 
@@ -18,10 +20,12 @@ from . import (  # noqa: F401
     saliency,
     shap,
 )
-from .api import explain, get_explainer
+from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
 from .base import METHODS, Explainer, TokenScores
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
 from .explanation import Explanation
+from .loading import LoadError, load_classifier
+from .models import baseline_token_id, token_limit
 
 __all__ = [
     "METHODS",
@@ -29,9 +33,18 @@ __all__ = [
     "ExplainerError",
     "ExplainerInputError",
     "Explanation",
+    "LoadError",
     "MethodError",
+    "Predictions",
     "TargetError",
     "TokenScores",
+    "baseline_token_id",
+    "cost_hints",
     "explain",
     "get_explainer",
+    "load_classifier",
+    "parse_options",
+    "predict",
+    "supported_methods",
+    "token_limit",
 ]

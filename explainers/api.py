@@ -1,17 +1,25 @@
-"""`explain()`: the one entry point over every method."""
+"""The public entry points: `explain()` over every method, `predict()`, what a model supports, what a method
+costs, and one parser of `KEY=VALUE` options for every command line and the Space."""
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import METHODS, Explainer
-from .errors import MethodError
+from .base import METHODS, Explainer, predict_logits, probabilities
+from .errors import ExplainerError, MethodError
 from .explanation import Explanation
+from .models import baseline_token_id, check_finite_logits, token_limit, unwrap
 from .targets import Target
+from .words import TextInput, check_texts, tokenize
 
 
-def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, method: str) -> Explainer:
-    """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model)."""
+def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, method: str) -> Explainer:
+    """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model).
+    `model` may be a `pipeline("text-classification")` with `tokenizer=None`."""
     if method not in METHODS:
         raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
     return METHODS[method](model, tokenizer)
@@ -19,15 +27,103 @@ def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, me
 
 def explain(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    texts: str | Sequence[str],
+    tokenizer: PreTrainedTokenizerBase | None,
+    texts: TextInput | Sequence[TextInput],
     method: str = "integrated_gradients",
     target: Target | list[Target] = None,
+    targets: str | None = None,
+    top_k: int | None = None,
     **options,
 ) -> Explanation | list[Explanation] | list[list[Explanation]]:
-    """Word scores of `texts` by `method`: one `Explanation` for a str, a list (same order) for a list of str.
+    """Word scores of `texts` by `method`: one `Explanation` for a str or a pair `(text, text_pair)`, a list
+    (same order) for a list of them; with `targets="all"` or `top_k` each text's result is a list.
 
-    See `Explainer.explain` for `target`, `targets="all"`, `batch_size`, `max_length`; other keyword arguments
-    are the method's own options.
+    `model` is any transformers sequence classifier, or a `pipeline("text-classification")` (then
+    `tokenizer=None`). See `Explainer.explain` for `target`, `targets`, `top_k`, `batch_size`, `max_length`;
+    other keyword arguments are the method's own options.
     """
-    return get_explainer(model, tokenizer, method).explain(texts, target=target, **options)
+    explainer = get_explainer(model, tokenizer, method)
+    return explainer.explain(texts, target=target, targets=targets, top_k=top_k, **options)
+
+
+@dataclass
+class Predictions:
+    """The model's view of some texts.
+
+    Attributes:
+        probabilities: `(texts, num_labels)` float32 on the CPU: softmax, or sigmoid for a multi-label model.
+        truncated: per text, whether it was longer than the model reads (only its start was read).
+        labels: the label names by class index.
+    """
+
+    probabilities: torch.Tensor
+    truncated: list[bool]
+    labels: list[str]
+
+
+def predict(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None,
+    texts: TextInput | Sequence[TextInput],
+    batch_size: int = 32,
+    max_length: int | None = None,
+) -> Predictions:
+    """Class probabilities of `texts` (str, pairs, or a list of them), tokenized and padded as the explainers
+    do it, in length-sorted batches. Raises `ExplainerError` for logits that are not finite."""
+    model, tokenizer = unwrap(model, tokenizer)
+    texts, _ = check_texts(texts)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ExplainerError(f"batch_size={batch_size!r}: give a number of texts, at least 1.")
+    limit = token_limit(model, tokenizer)
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
+        raise ExplainerError(f"max_length={max_length!r}: give a number of tokens, or None for {limit}.")
+    items = tokenize(tokenizer, texts, min(max_length or limit, limit))
+    logits = predict_logits(model, items, baseline_token_id(tokenizer), batch_size)
+    check_finite_logits(logits)
+    id2label = {int(k): v for k, v in model.config.id2label.items()}
+    return Predictions(
+        probabilities=probabilities(model, logits).float().cpu(),
+        truncated=[item.truncated for item in items],
+        labels=[id2label[i] for i in range(logits.shape[-1])],
+    )
+
+
+def supported_methods(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None = None
+) -> dict[str, str | None]:
+    """Every method name -> None when `model` can use it, else the reason it cannot (by capability: input
+    embeddings, returned attentions, label attention). `model` may be a pipeline."""
+    if hasattr(model, "model") and not isinstance(model, torch.nn.Module):
+        model = model.model
+    return {name: cls.unsupported(model) for name, cls in sorted(METHODS.items())}
+
+
+def cost_hints(method: str) -> dict[str, Any]:
+    """What sets the cost of `method`: `{"option": the option that scales it (None when only the text's length
+    does), "default": that option's default, "caps": {option: cap} for interactive use}`."""
+    if method not in METHODS:
+        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
+    cls = METHODS[method]
+    option = cls.cost_option
+    return {
+        "option": option,
+        "default": cls.defaults.get(option) if option is not None else None,
+        "caps": dict(cls.cost_caps),
+    }
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """`["n_steps=50", "baseline=zero", "tolerance=null"]` -> `{"n_steps": 50, "baseline": "zero",
+    "tolerance": None}`: each VALUE read as JSON (null, true, false, numbers, lists, quoted strings), anything
+    else kept as the string it is. Raises `ExplainerError` for an item that is not KEY=VALUE."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = str(pair).partition("=")
+        key = key.strip()
+        if not sep or not key.replace(".", "_").isidentifier():
+            raise ExplainerError(f"Option {pair!r} is not KEY=VALUE: write e.g. n_steps=50 or baseline=zero.")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options

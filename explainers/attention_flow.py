@@ -34,15 +34,16 @@ class AttentionFlowExplainer(Explainer):
     One max-flow problem per token: slower than rollout (seconds for a long text on a 6-layer encoder)."""
 
     name = "attention_flow"
-    needs_encoder = True
+    needs_attentions = True
 
     def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:
         layers, readout = attention_graph(self, batch, target)
         scores = torch.zeros(batch.input_ids.shape, dtype=torch.float64)
-        lengths = batch.attention_mask.sum(-1).tolist()
-        for row, n in enumerate(lengths):
+        for row, mask in enumerate(batch.attention_mask.bool()):
             # Only the real tokens: they never attend to padding, so padding carries no flow to them.
-            graph = flow_graph(layers[row, :, :n, :n].double().cpu(), readout[row, :n].double().cpu())
-            for j in range(n):
-                scores[row, j] = nx.maximum_flow_value(graph, (0, j), "out")
+            real = mask.nonzero().squeeze(1)
+            own = layers[row][:, real][:, :, real]
+            graph = flow_graph(own.double().cpu(), readout[row, real].double().cpu())
+            for j, position in enumerate(real.tolist()):
+                scores[row, position] = nx.maximum_flow_value(graph, (0, j), "out")
         return TokenScores(scores=scores.to(self.device))

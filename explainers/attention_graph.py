@@ -1,14 +1,16 @@
-"""The encoder's attention as a graph between layers, shared by attention rollout and attention flow.
+"""The model's attention as a graph between layers, shared by attention rollout and attention flow.
 
 Both follow Abnar & Zuidema (2020): each layer's attention is averaged over heads and mixed with the residual
 connection, `Â = 0.5·A + 0.5·I` (rows renormalised), and the classifier's own read-out of the top layer closes
-the graph: the target's label-attention row (heads averaged) for a label-attention model, the mean over the
-real tokens for a mean-pooling one (these models read no [CLS] vector).
+the graph (`readout_weights`, by the family of the model's head, see `explainers.models`): the first token for
+BERT-like heads, the last real token for decoder classifiers, the mean of the real tokens for mean-pooling heads,
+the target's label-attention row (heads averaged) for a labelattn model with label attention.
 """
 
 import torch
 
 from .base import Explainer, at_least_float32
+from .models import readout, returned_attentions
 from .words import TokenBatch
 
 
@@ -23,16 +25,34 @@ def residual_attention(attentions: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return mixed / mixed.sum(dim=-1, keepdim=True)
 
 
+def readout_weights(
+    family: str, batch: TokenBatch, label_attentions: torch.Tensor | None, target: torch.Tensor
+) -> torch.Tensor:
+    """`(batch, seq)`: how much the classifier head reads each position of the top layer for each row's target.
+
+    Args:
+        family: `explainers.models.readout(model)`.
+        label_attentions: `(batch, heads, labels, seq)` for the `"label_attention"` family.
+    """
+    mask = batch.attention_mask.to(torch.float32)
+    if family == "label_attention":
+        rows = at_least_float32(label_attentions).mean(dim=1)  # (batch, labels, seq)
+        return rows[torch.arange(rows.shape[0], device=rows.device), target]
+    if family == "mean":
+        return mask / mask.sum(dim=-1, keepdim=True)
+    weights = torch.zeros_like(mask)
+    # Decoder classifiers are padded on the left: their last real token is the last column.
+    weights[:, -1 if family == "last" else 0] = 1.0
+    return weights
+
+
 @torch.no_grad()
 def attention_graph(explainer: Explainer, batch: TokenBatch, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The layers' residual attention `(batch, L, seq, seq)` (row i: how position i of layer l+1 mixes the
     positions of layer l) and the classifier's read-out of the top layer `(batch, seq)` for each row's target."""
-    outputs = explainer.model(**batch.model_inputs(), output_attentions=True)
+    with returned_attentions(explainer.model):
+        outputs = explainer.model(**batch.model_inputs(), output_attentions=True)
     layers = residual_attention(outputs.attentions)
-    if outputs.label_attentions is not None:
-        rows = at_least_float32(outputs.label_attentions).mean(dim=1)  # (batch, labels, seq)
-        readout = rows[torch.arange(rows.shape[0], device=rows.device), target]
-    else:
-        mask = batch.attention_mask.to(layers.dtype)
-        readout = mask / mask.sum(dim=-1, keepdim=True)
-    return layers, readout
+    family = readout(explainer.model)
+    label_attentions = getattr(outputs, "label_attentions", None)
+    return layers, readout_weights(family, batch, label_attentions, target).to(layers.dtype)

@@ -20,12 +20,12 @@ def rollout(layers: torch.Tensor) -> torch.Tensor:
 
 @register
 class AttentionRolloutExplainer(Explainer):
-    """The classifier's read-out of the top layer (the target's label-attention row, heads averaged; or the
-    mean of the tokens) times the rollout: how much of what the classifier reads comes from each input token.
-    Non-negative; over all tokens, special ones included, the scores sum to 1."""
+    """The classifier's read-out of the top layer (see `attention_graph.readout_weights`) times the rollout:
+    how much of what the classifier reads comes from each input token. Non-negative; over all tokens, special
+    ones included, the scores sum to 1."""
 
     name = "attention_rollout"
-    needs_encoder = True
+    needs_attentions = True
 
     def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:
         layers, readout = attention_graph(self, batch, target)

@@ -4,7 +4,7 @@ A method subclasses `Explainer`, declares what it needs, and implements `token_s
 everything else (texts to tokens, targets, length-sorted batches, tokens to words, the `Explanation`) is here.
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -12,10 +12,21 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .errors import ExplainerError, ExplainerInputError, MethodError
+from .errors import ExplainerError, MethodError
 from .explanation import Explanation
+from .models import (
+    baseline_token_id,
+    check_finite_logits,
+    has_input_embeddings,
+    has_label_attention,
+    pads_left,
+    pooling_ready,
+    returns_attentions,
+    token_limit,
+    unwrap,
+)
 from .targets import Target, resolve_targets
-from .words import TokenBatch, TokenizedText, collate, token_to_word_scores, tokenize
+from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
 
 METHODS: dict[str, type["Explainer"]] = {}
 
@@ -75,45 +86,57 @@ class Explainer:
     Class attributes:
         name: the `method=` name.
         allows_contrast: the method can explain a logit difference (pair targets).
-        needs_encoder: the method reads an encoder's layers (attention rollout, flow).
-        needs_label_attention: the method reads the label-attention weights.
+        needs_embeddings: the method hooks the input embeddings (`get_input_embeddings()`).
+        needs_attentions: the method follows the attention weights of the model's layers (rollout, flow).
+        needs_label_attention: the method reads the label-attention weights (a labelattn model).
         max_padding: the largest fraction of padding a batch may hold (see `length_sorted_batches`); 0 for
             methods whose cost per text is large enough that batching only texts of one length costs nothing.
         defaults: the method's options and their default values; other options are refused.
         choices: the allowed values of the options that take one of a few.
         nullable: the options that also take None.
+        cost_option: the option that scales the method's cost (None when only the text's length does).
+        cost_caps: caps on options for interactive use (a Space), the cost option's included.
     """
 
     name: ClassVar[str] = ""
     allows_contrast: ClassVar[bool] = False
-    needs_encoder: ClassVar[bool] = False
+    needs_embeddings: ClassVar[bool] = False
+    needs_attentions: ClassVar[bool] = False
     needs_label_attention: ClassVar[bool] = False
     max_padding: ClassVar[float] = 0.25
     defaults: ClassVar[dict[str, Any]] = {}
     choices: ClassVar[dict[str, Sequence[str]]] = {}
     nullable: ClassVar[frozenset[str]] = frozenset()
+    cost_option: ClassVar[str | None] = None
+    cost_caps: ClassVar[dict[str, int]] = {}
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
-        config = getattr(model, "config", None)
-        if getattr(config, "model_type", None) != "labelattn":
-            raise MethodError(
-                f"The explainers read labelattn models; got a {type(model).__name__}. Pass the model first, then "
-                "its tokenizer: explain(model, tokenizer, texts)."
-            )
-        if self.needs_encoder and config.backbone != "encoder":
-            raise MethodError(
-                f"{self.name} follows attention through the encoder's layers, and this model's "
-                f"{config.backbone!r} backbone has none: use label_attention, integrated_gradients or shap."
-            )
-        if self.needs_label_attention and config.pooling != "label_attention":
-            raise MethodError(
-                f"{self.name} reads the label-attention weights, and this model pools with {config.pooling!r}: "
-                "use integrated_gradients, saliency or shap."
-            )
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None = None):
+        model, tokenizer = unwrap(model, tokenizer)
+        reason = self.unsupported(model)
+        if reason is not None:
+            raise MethodError(f"{self.name} cannot explain this {type(model).__name__}: {reason}")
         self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        self.id2label = {int(k): v for k, v in config.id2label.items()}
+        self.id2label = {int(k): v for k, v in model.config.id2label.items()}
+        self.baseline_id = baseline_token_id(tokenizer)
+
+    @classmethod
+    def unsupported(cls, model: PreTrainedModel) -> str | None:
+        """Why this method cannot explain `model` (a sentence naming what is missing and what to use), or None."""
+        if cls.needs_embeddings and not has_input_embeddings(model):
+            return "it has no input embeddings (get_input_embeddings()) to take gradients at; use shap."
+        if cls.needs_label_attention and not has_label_attention(model):
+            return (
+                "the method reads label-attention weights, which only a labelattn model pooling with label_attention "
+                "has; use integrated_gradients, saliency or shap."
+            )
+        if cls.needs_attentions and not returns_attentions(model):
+            return (
+                "the method follows attention through the model's layers, and this model returns no attention "
+                "weights (a labelattn embedding backbone has none); use integrated_gradients, saliency or shap."
+            )
+        return None
 
     def token_scores(
         self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, **options
@@ -150,28 +173,36 @@ class Explainer:
         return {**self.defaults, **options}
 
     def predict(self, items: list[TokenizedText], batch_size: int) -> torch.Tensor:
-        """Logits `(texts, num_labels)` (float32) of the tokenized texts."""
-        return predict_logits(self.model, items, self.tokenizer.pad_token_id or 0, batch_size)
+        """Logits `(texts, num_labels)` (float32) of the tokenized texts, checked to be finite."""
+        logits = predict_logits(self.model, items, self.baseline_id, batch_size)
+        check_finite_logits(logits)
+        return logits
 
-    def max_length(self, requested: int | None) -> int:
+    def collate(self, items: list[TokenizedText]) -> TokenBatch:
+        """Tokenized texts padded as the model takes them (on the left for decoder classifiers)."""
+        return collate(items, self.baseline_id, self.device, left=pads_left(self.model))
+
+    def max_length(self, requested: int | None, pairs: bool = False) -> int:
         """The most tokens of a text: `requested`, checked, or by default all that the model and tokenizer read."""
-        limit = min(self.model.config.max_seq_length, getattr(self.tokenizer, "model_max_length", 10**9))
+        limit = token_limit(self.model, self.tokenizer)
         if requested is None:
             return limit
-        # The special tokens and at least one word.
-        shortest = self.tokenizer.num_special_tokens_to_add() + 1
+        # The special tokens and at least one word (of each segment of a pair).
+        shortest = self.tokenizer.num_special_tokens_to_add(pair=pairs) + 1 + pairs
         if isinstance(requested, bool) or not isinstance(requested, int) or not shortest <= requested <= limit:
             raise ExplainerError(
                 f"max_length={requested!r}: give a number of tokens from {shortest} (the special tokens and one "
-                f"word) to {limit} (the most this model reads), or None for {limit}."
+                f"word{' of each segment' if pairs else ''}) to {limit} (the most this model reads), or None for "
+                f"{limit}."
             )
         return requested
 
     def explain(
         self,
-        texts: str | Sequence[str],
+        texts: TextInput | Sequence[TextInput],
         target: Target | list[Target] = None,
         targets: str | None = None,
+        top_k: int | None = None,
         batch_size: int = 16,
         max_length: int | None = None,
         **options,
@@ -179,31 +210,36 @@ class Explainer:
         """Explain one text (one `Explanation`) or a list of texts (a list, same order).
 
         Args:
+            texts: a str, a pair `(text, text_pair)` (a tuple of two str, for models that read two segments), or
+                a list of those.
             target: None (predicted class), a class index, a label name, a pair `(a, b)`, or one per text.
             targets: `"all"` explains every class of each text in the same batched passes; the result of a text
                 is then a list with one `Explanation` per class.
+            top_k: explain the `top_k` most probable classes of each text (batched like `targets="all"`); the
+                result of a text is then a list, most probable class first.
             batch_size: rows (text × target) computed together; rows are grouped by length so that little
                 padding is computed.
             max_length: longest input in tokens; defaults to what the model and tokenizer read. Longer texts are
                 truncated with a warning and flagged `truncated`.
             options: the method's own options (see its `defaults`).
         """
-        single = isinstance(texts, str)
-        if not isinstance(texts, Iterable):
-            raise ExplainerInputError(f"texts is a {type(texts).__name__}: pass a str or a list of str.")
-        texts = [texts] if single else list(texts)
-        if not texts:
-            raise ExplainerError("No text to explain: pass a str or a non-empty list of str.")
+        texts, single = check_texts(texts)
         if targets not in (None, "all"):
             raise ExplainerError(f"targets={targets!r}: the only value is 'all' (every class).")
-        if targets == "all" and target is not None:
-            raise ExplainerError("Pass either target or targets='all', not both.")
+        if sum(x is not None for x in (target, targets, top_k)) > 1:
+            raise ExplainerError("Pass only one of target, targets='all' and top_k.")
+        num_labels = len(self.id2label)
+        if top_k is not None and (
+            isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= num_labels
+        ):
+            raise ExplainerError(f"top_k={top_k!r}: give a number of classes from 1 to {num_labels} (this model's).")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ExplainerError(f"batch_size={batch_size!r}: give a number of rows, at least 1.")
         options = self.check_options(options)
-        items = tokenize(self.tokenizer, texts, self.max_length(max_length))
-        with evaluating(self.model):
-            explanations = self._explain(items, target, targets == "all", batch_size, options)
+        pairs = any(isinstance(text, tuple) for text in texts)
+        items = tokenize(self.tokenizer, texts, self.max_length(max_length, pairs))
+        with evaluating(self.model), pooling_ready(self.model):
+            explanations = self._explain(items, target, targets == "all", top_k, batch_size, options)
         return explanations[0] if single else explanations
 
     def _explain(
@@ -211,16 +247,22 @@ class Explainer:
         items: list[TokenizedText],
         target: Target | list[Target],
         all_targets: bool,
+        top_k: int | None,
         batch_size: int,
         options: dict[str, Any],
     ) -> list[Explanation] | list[list[Explanation]]:
-        """`explain` once the arguments are checked and the texts tokenized: one result per text."""
+        """`explain` once the arguments are checked and the texts tokenized: one result per text, or a list per
+        text: every class in order (`all_targets`) or the `top_k` most probable, most probable first."""
         logits = self.predict(items, batch_size)
         probs = probabilities(self.model, logits)
-        num_labels = logits.shape[-1]
-        if all_targets:
-            rows = [i for i in range(len(items)) for _ in range(num_labels)]
-            target_index = torch.arange(num_labels, device=self.device).repeat(len(items))
+        per_text = logits.shape[-1] if all_targets else top_k
+        if per_text is not None:
+            rows = [i for i in range(len(items)) for _ in range(per_text)]
+            if all_targets:
+                target_index = torch.arange(per_text, device=self.device).repeat(len(items))
+            else:
+                # stable: equal probabilities keep the class order
+                target_index = probs.sort(dim=-1, descending=True, stable=True).indices[:, :top_k].reshape(-1)
             contrast_index = None
         else:
             rows = list(range(len(items)))
@@ -231,7 +273,7 @@ class Explainer:
         explanations: list[Explanation | None] = [None] * len(rows)
         for group in length_sorted_batches(items, rows, batch_size, positions=True, max_padding=self.max_padding):
             group_items = [items[rows[j]] for j in group]
-            batch = collate(group_items, self.tokenizer.pad_token_id or 0, self.device)
+            batch = self.collate(group_items)
             group_target = target_index[group]
             group_contrast = contrast_index[group] if contrast_index is not None else None
             result = self.token_scores(batch, group_target, group_contrast, **options)
@@ -253,8 +295,8 @@ class Explainer:
                     result.diagnostics[k] if result.diagnostics else {},
                     options,
                 )
-        if all_targets:
-            return [explanations[i * num_labels : (i + 1) * num_labels] for i in range(len(items))]
+        if per_text is not None:
+            return [explanations[i * per_text : (i + 1) * per_text] for i in range(len(items))]
         return explanations
 
     def _explanation(
@@ -290,6 +332,8 @@ class Explainer:
             baseline_score=diagnostics.get("baseline_score"),
             delta=diagnostics.get("delta"),
             extras=extras,
+            text_pair=item.text_pair,
+            word_segments=item.word_segments,
         )
 
 
@@ -298,12 +342,14 @@ def predict_logits(
     model: PreTrainedModel, items: Sequence[TokenizedText], pad_token_id: int, batch_size: int
 ) -> torch.Tensor:
     """Logits `(texts, num_labels)` (float32, on the model's device) of tokenized texts, in eval mode and in
-    length-sorted batches, so that short texts are not padded to the longest one."""
+    length-sorted batches, so that short texts are not padded to the longest one (decoder classifiers padded on
+    the left: see `explainers.models`)."""
     device = next(model.parameters()).device
     logits = torch.empty(len(items), model.config.num_labels, device=device)
-    with evaluating(model):
+    left = pads_left(model)
+    with evaluating(model), pooling_ready(model):
         for rows in length_sorted_batches(items, range(len(items)), batch_size):
-            batch = collate([items[i] for i in rows], pad_token_id, device)
+            batch = collate([items[i] for i in rows], pad_token_id, device, left=left)
             logits[rows] = model(**batch.model_inputs()).logits.float()
     return logits
 

@@ -9,9 +9,11 @@ the prediction?
 - **rank agreement** between two methods: Spearman ρ and Kendall τ between their word scores of the same text.
 
 `p` is the probability of the explained class: softmax, or the sigmoid of that class for a multi-label model.
-Words are removed on token ids: every sub-token of a word together, either replaced by the baseline token (the
-padding token, as the default baseline of Integrated Gradients) or deleted; special tokens always stay. Text is
-never decoded and tokenized again.
+Words are removed on token ids: every sub-token of a word together, either replaced by the baseline token
+(`explainers.models.baseline_token_id`: the padding token, else the unknown or end-of-text token of a model
+without one, as the default baseline of Integrated Gradients) or deleted; special tokens always stay. Text is
+never decoded and tokenized again. Any sequence classifier and text pairs work the same way (the words of both
+segments are ranked together).
 
 Rules that keep every number defined (never NaN):
 - k% of n words is `floor(n * k / 100 + 0.5)` words (round half up), at least 1 and at most n. A one-word text
@@ -40,6 +42,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from .base import predict_logits, probabilities
 from .errors import ExplainerError
 from .explanation import Explanation
+from .models import baseline_token_id, check_finite_logits, token_limit, unwrap
 from .words import TokenizedText, tokenize
 
 DEFAULT_PERCENTAGES: tuple[int, ...] = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
@@ -120,6 +123,7 @@ class TextFaithfulness:
     comprehensiveness: float
     sufficiency: float
     tau_loo: float | None
+    text_pair: str | None = None
 
 
 @dataclass
@@ -178,6 +182,7 @@ class _ProbabilityPool:
     def run(self) -> torch.Tensor:
         """`(inputs, num_labels)` probabilities of every input added."""
         logits = predict_logits(self.model, self.items, self.pad_token_id, self.batch_size)
+        check_finite_logits(logits)
         return probabilities(self.model, logits).cpu()
 
 
@@ -221,8 +226,9 @@ def check_settings(percentages: Sequence[float], removal: str, batch_size: int) 
 def _tokenized(
     tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel, runs: Mapping[str, Sequence[Explanation]], limit: int
 ) -> list[TokenizedText]:
-    """The texts of the explanations, tokenized as the explainers tokenized them, checked word for word."""
-    texts = [exp.text for exps in runs.values() for exp in exps]
+    """The texts (and pairs) of the explanations, tokenized as the explainers tokenized them, checked word for
+    word."""
+    texts = [exp.text if exp.text_pair is None else (exp.text, exp.text_pair) for exps in runs.values() for exp in exps]
     unique = list(dict.fromkeys(texts))
     items = dict(zip(unique, tokenize(tokenizer, unique, limit), strict=True))
     num_labels = model.config.num_labels
@@ -250,7 +256,7 @@ def _tokenized(
 
 def evaluate_faithfulness(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: PreTrainedTokenizerBase | None,
     explanations: Sequence[Explanation] | Mapping[str, Sequence[Explanation]],
     percentages: Sequence[float] = DEFAULT_PERCENTAGES,
     removal: str = "replace",
@@ -261,6 +267,8 @@ def evaluate_faithfulness(
     """Comprehensiveness, sufficiency and τ-LOO of explanations, per text (see the module's docstring).
 
     Args:
+        model, tokenizer: any sequence classifier and its tokenizer, or a `pipeline("text-classification")` and
+            None.
         explanations: one method's explanations (a list), or `{name: list}` for several methods: their perturbed
             inputs then share the model's passes.
         percentages: the k of "top k% words", each in (0, 100]; the metrics average over them (AOPC).
@@ -273,6 +281,7 @@ def evaluate_faithfulness(
     Returns:
         A `FaithfulnessReport` for a list, a dict of them (same keys) for a mapping.
     """
+    model, tokenizer = unwrap(model, tokenizer)
     percentages = check_settings(percentages, removal, batch_size)
     single = not isinstance(explanations, Mapping)
     runs = {"": list(explanations)} if single else {name: list(exps) for name, exps in explanations.items()}
@@ -285,10 +294,9 @@ def evaluate_faithfulness(
                 "explain(..., targets='all'), which gives a list per text, flatten it: [e for per_text in ... for e in "
                 "per_text]."
             )
-    limit = max_length or min(model.config.max_seq_length, getattr(tokenizer, "model_max_length", 10**9))
-    items = _tokenized(tokenizer, model, runs, limit)
-    baseline_token_id = tokenizer.pad_token_id or 0
-    pool = _ProbabilityPool(model, baseline_token_id, batch_size)
+    items = _tokenized(tokenizer, model, runs, max_length or token_limit(model, tokenizer))
+    baseline_id = baseline_token_id(tokenizer)
+    pool = _ProbabilityPool(model, baseline_id, batch_size)
 
     # Register every input first, read the probabilities after one pass over the pool.
     plans = []
@@ -302,9 +310,9 @@ def evaluate_faithfulness(
                 exp,
                 counts,
                 pool.add(item),
-                [pool.add(perturb(item, top, removal, baseline_token_id)) for top in tops],
-                [pool.add(perturb(item, everything - top, removal, baseline_token_id)) for top in tops],
-                [pool.add(perturb(item, {w}, removal, baseline_token_id)) for w in range(n)] if tau_loo else None,
+                [pool.add(perturb(item, top, removal, baseline_id)) for top in tops],
+                [pool.add(perturb(item, everything - top, removal, baseline_id)) for top in tops],
+                [pool.add(perturb(item, {w}, removal, baseline_id)) for w in range(n)] if tau_loo else None,
             )
         )
     probs = pool.run()
@@ -330,10 +338,11 @@ def evaluate_faithfulness(
                 comprehensiveness=sum(p - q for q in p_removed) / len(p_removed),
                 sufficiency=sum(p - q for q in p_kept) / len(p_kept),
                 tau_loo=rank_correlation(exp.scores, merge_ties(drops, LOO_TIE)) if drops is not None else None,
+                text_pair=exp.text_pair,
             )
         )
 
-    options = {"percentages": list(percentages), "removal": removal, "baseline_token_id": baseline_token_id}
+    options = {"percentages": list(percentages), "removal": removal, "baseline_token_id": baseline_id}
     reports, start = {}, 0
     for name, exps in runs.items():
         method = name or (exps[0].method if exps else "")
@@ -353,7 +362,7 @@ def rank_agreement(first: Sequence[Explanation], second: Sequence[Explanation]) 
         raise FaithfulnessError(f"Rank agreement of {len(first)} and {len(second)} explanations: give the same texts.")
     per_text = []
     for i, (a, b) in enumerate(zip(first, second, strict=True)):
-        if a.text != b.text or list(a.words) != list(b.words):
+        if (a.text, a.text_pair) != (b.text, b.text_pair) or list(a.words) != list(b.words):
             raise FaithfulnessError(f"Explanations {i} are of different texts or words: give both in the same order.")
         per_text.append({kind: rank_correlation(a.scores, b.scores, kind) for kind in ("spearman", "kendall")})
     return {

@@ -29,16 +29,19 @@ class TargetLogit:
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
         target: torch.Tensor,
         contrast: torch.Tensor | None,
     ) -> torch.Tensor:
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        inputs = {"token_type_ids": token_type_ids, "position_ids": position_ids}
+        inputs = {name: value for name, value in inputs.items() if value is not None}
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, **inputs).logits
         return target_output(at_least_float32(logits), target, contrast)
 
     @staticmethod
     def args(batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> tuple:
         """The arguments after the token ids, in the order `__call__` takes them."""
-        return (batch.attention_mask, batch.token_type_ids, target, contrast)
+        return (batch.attention_mask, batch.token_type_ids, batch.position_ids, target, contrast)
 
 
 @contextmanager

@@ -4,11 +4,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import MethodError
 from .forward import embedding_output
+from .models import has_input_embeddings, has_label_attention, returned_attentions, returns_attentions
 from .targets import target_output
 from .words import TokenBatch
 
@@ -31,22 +32,28 @@ class GradWeightedAttentionExplainer(Explainer):
     defaults: ClassVar[dict[str, Any]] = {"source": "all"}
     choices: ClassVar[dict[str, Sequence[str]]] = {"source": ("all", "label", "encoder")}
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase):
-        super().__init__(model, tokenizer)
-        if model.config.pooling != "label_attention" and model.config.backbone != "encoder":
-            raise MethodError(
-                f"{self.name} weighs attention, and this model (embedding backbone, mean pooling) has none: "
-                "use integrated_gradients, saliency or shap."
+    @classmethod
+    def unsupported(cls, model: PreTrainedModel) -> str | None:
+        if not has_input_embeddings(model):
+            return "it has no input embeddings (get_input_embeddings()) to take gradients at; use shap."
+        if not (returns_attentions(model) or has_label_attention(model)):
+            return (
+                "the method weighs attention, and this model returns none (no attention weights from its layers, "
+                "no label attention); use integrated_gradients, saliency or shap."
             )
+        return None
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
-        config = self.model.config
-        present = {"all": True, "label": config.pooling == "label_attention", "encoder": config.backbone == "encoder"}
+        present = {
+            "all": True,
+            "label": has_label_attention(self.model),
+            "encoder": returns_attentions(self.model),
+        }
         if not present[options["source"]]:
             raise MethodError(
-                f"source={options['source']!r}: this model (backbone {config.backbone!r}, pooling "
-                f"{config.pooling!r}) has no {options['source']} attention; use source='all'."
+                f"source={options['source']!r}: this {type(self.model).__name__} has no {options['source']} "
+                "attention; use source='all'."
             )
         return options
 
@@ -54,11 +61,13 @@ class GradWeightedAttentionExplainer(Explainer):
         self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, source: str
     ) -> TokenScores:
         # The embeddings require grad, so that every attention weight does even when the weights are frozen.
-        with torch.enable_grad(), embedding_output(self.model, lambda ids, out: out.detach().requires_grad_()):
+        hook = embedding_output(self.model, lambda ids, out: out.detach().requires_grad_())
+        with torch.enable_grad(), hook, returned_attentions(self.model):
             outputs = self.model(**batch.model_inputs(), output_attentions=True)
             weights = []  # each (batch, heads, queries, seq): queries are classes or token positions
-            if source in ("all", "label") and outputs.label_attentions is not None:
-                weights.append(outputs.label_attentions)
+            label_attentions = getattr(outputs, "label_attentions", None)
+            if source in ("all", "label") and label_attentions is not None:
+                weights.append(label_attentions)
             if source in ("all", "encoder") and outputs.attentions:
                 weights.extend(outputs.attentions)
             output = target_output(outputs.logits, target, contrast)

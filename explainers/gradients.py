@@ -19,6 +19,7 @@ class EmbeddingGradientExplainer(Explainer):
     """
 
     allows_contrast = True
+    needs_embeddings = True
     multiply_by_inputs: ClassVar[bool] = False
 
     @staticmethod

@@ -1,11 +1,13 @@
 """Integrated Gradients on the token embeddings (Captum's `LayerIntegratedGradients`), batched across texts.
 
 `IG_t = Σ_j (e_tj − e′_tj) ∫₀¹ ∂F(e′ + α(e − e′))/∂e_tj dα`, so that `Σ_t IG_t = F(x) − F(x′)` (completeness)
-up to the quadrature error `delta`. The baseline x′ is the text with each word token replaced by the padding
-token (or a zero embedding), special tokens and padding kept: only word tokens differ between x and x′, so
-every unit of `F(x) − F(x′)` lands on a word.
+up to the quadrature error `delta`. The baseline x′ is the text with each word token replaced by the baseline
+token (`explainers.models.baseline_token_id`: the padding token, else the unknown or end-of-text token of
+models without one) or by a zero embedding, special tokens and padding kept: only word tokens differ between
+x and x′, so every unit of `F(x) − F(x′)` lands on a word.
 """
 
+import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any, ClassVar
@@ -45,14 +47,15 @@ class EndpointRecorder(TargetLogit):
 
 @register
 class IntegratedGradientsExplainer(Explainer):
-    """Integrated Gradients from a baseline of padding (or zero) embeddings at the word positions.
+    """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions.
 
     Options:
         n_steps: quadrature points along the path (all computed in one batch with the other texts of the group).
         integration: Captum's quadrature (its `method`), "gausslegendre" (reaches a given delta with the fewest
             steps) or "riemann_left" / "riemann_right" / "riemann_middle" / "riemann_trapezoid". (Not called
             `method`, which is `explain`'s choice of explainer.)
-        baseline: "pad" (each word token becomes the padding token) or "zero" (a zero embedding).
+        baseline: "pad" (each word token becomes the baseline token: the padding token, or for a model without
+            one its unknown or end-of-text token) or "zero" (a zero embedding).
         tolerance: when set, a text whose |delta| > tolerance · |F(x) − F(x′)| is integrated again with twice
             the steps, up to `max_steps`; `extras["n_steps"]` says how many it took.
         max_steps: the most steps `tolerance` may ask for.
@@ -60,6 +63,9 @@ class IntegratedGradientsExplainer(Explainer):
 
     name = "integrated_gradients"
     allows_contrast = True
+    needs_embeddings = True
+    cost_option = "n_steps"
+    cost_caps: ClassVar[dict[str, int]] = {"n_steps": 64, "max_steps": 64}
     # Each text costs n_steps rows: a batch of texts of one length is already a large batch, and padding would
     # cost as much as real tokens.
     max_padding = 0.0
@@ -75,12 +81,13 @@ class IntegratedGradientsExplainer(Explainer):
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
-        if not 1 <= options["n_steps"] <= options["max_steps"]:
-            raise ExplainerError(
-                f"n_steps={options['n_steps']} must be at least 1 and at most max_steps={options['max_steps']}."
-            )
-        if options["tolerance"] is not None and options["tolerance"] <= 0:
-            raise ExplainerError(f"tolerance={options['tolerance']} must be positive, or None to keep n_steps.")
+        n_steps, max_steps, tolerance = options["n_steps"], options["max_steps"], options["tolerance"]
+        if max_steps < 1:
+            raise ExplainerError(f"max_steps={max_steps} must be at least 1 (the most steps tolerance may ask for).")
+        if not 1 <= n_steps <= max_steps:
+            raise ExplainerError(f"n_steps={n_steps} must be at least 1 and at most max_steps={max_steps}.")
+        if tolerance is not None and not (math.isfinite(tolerance) and tolerance > 0):
+            raise ExplainerError(f"tolerance={tolerance} must be a positive finite number, or None to keep n_steps.")
         return options
 
     def integrate(
@@ -97,13 +104,21 @@ class IntegratedGradientsExplainer(Explainer):
         Returns token attributions `(batch, seq_len)`, F(x), F(x′) and the convergence delta
         `Σ_t IG_t − (F(x) − F(x′))`, `(batch,)` each.
         """
-        pad_id = self.tokenizer.pad_token_id or 0
+        pad_id = self.baseline_id
         layer = self.model.get_input_embeddings()
         baseline_ids = batch.input_ids.masked_fill(batch.is_word, pad_id)
         forward = EndpointRecorder(self.model)
-        # The "zero" baseline: the padding id embeds to zero. Padding positions are masked out of every attention,
-        # so zeroing them in x too changes no output.
-        zeroing = embedding_output(self.model, lambda ids, out: out.masked_fill((ids == pad_id)[..., None], 0.0))
+        # The "zero" baseline: the baseline positions of x′ embed to zero. x runs unchanged: its padding (the same
+        # id) is masked out of every attention, so zeroing it would change no output, but a word token of that id
+        # (GPT-2 pads with <|endoftext|>) would be wrongly zeroed.
+        is_baseline = batch.is_word
+
+        def zero_baseline(ids: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+            if ids.shape == baseline_ids.shape and torch.equal(ids, baseline_ids):
+                return out.masked_fill(is_baseline[..., None], 0.0)
+            return out
+
+        zeroing = embedding_output(self.model, zero_baseline)
         with zeroing if baseline == "zero" else nullcontext():
             attributions = LayerIntegratedGradients(forward, layer).attribute(
                 batch.input_ids,
@@ -148,8 +163,9 @@ class IntegratedGradientsExplainer(Explainer):
                 more,
                 **path,
             )
-            scores[rows, : sub[0].shape[1]] = sub[0]
-            scores[rows, sub[0].shape[1] :] = 0.0
+            kept = batch.columns(sub[0].shape[1])
+            scores[rows] = 0.0
+            scores[rows, kept] = sub[0]
             delta[rows], steps[rows] = sub[3], more
         diagnostics = [
             {"score": float(o), "baseline_score": float(b), "delta": float(d), "n_steps": int(s)}

@@ -58,6 +58,11 @@ def resolve_targets(
                 raise TargetError(f"A pair target has two classes (a, b), got {item!r}.")
             targets.append(class_index(item[0], id2label))
             contrasts.append(class_index(item[1], id2label))
+            if targets[-1] == contrasts[-1]:
+                raise TargetError(
+                    f"The pair target {item!r} names class {id2label[targets[-1]]!r} twice: a contrast explains "
+                    "'a rather than b' for two different classes; for one class pass it alone."
+                )
         else:
             targets.append(int(predicted[i]) if item is None else class_index(item, id2label))
             contrasts.append(None)

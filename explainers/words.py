@@ -1,23 +1,40 @@
 """Texts to token batches that know their words, and token scores back to word scores.
 
 The only place where sub-word tokens meet words: every explainer and the faithfulness metrics use it.
+
+A word is what the tokenizer's pre-tokenizer calls one (`word_ids()`), with the character span of all its
+sub-tokens, for the three kinds of fast tokenizers alike:
+- WordPiece (BERT): `##` continuations join their word; offsets are exact.
+- byte-level BPE (RoBERTa, GPT-2): a word's first token carries the space before it (`Ġ`), and GPT-2's offsets
+  include that space: spans are cut to the word, without surrounding whitespace; a token of whitespace only
+  is no word (it stays in the input like a special token).
+- SentencePiece / Unigram (XLM-R, DeBERTa-v2, ALBERT): the `▁` marker is handled the same way.
+A span always covers whole grapheme clusters (`regex`'s `\\X`): a combining accent, a vowel sign or a variation
+selector that the tokenizer normalised away stays with its word (`café`, `नमस्ते`). Words of a text pair carry
+their segment (0 or 1) and a span into their own segment's text.
 """
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import regex
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from .errors import ExplainerInputError
 
+# One text to explain: a str, or a pair (text, text_pair) for the models that read two segments.
+TextInput = str | tuple[str, str]
+
 
 @dataclass
 class TokenizedText:
-    """One text, tokenized once, with the map from tokens to words.
+    """One text (or text pair), tokenized once, with the map from tokens to words.
 
     `word_index[t]` is the word of token `t`, or -1 for a special token. `spans[w]` covers every sub-token of
-    word `w`, so that `words[w] == text[start:end]`.
+    word `w`, so that `words[w] == segment[start:end]`, where the segment is `text`, or for a pair
+    `(text, text_pair)[word_segments[w]]`.
     """
 
     text: str
@@ -27,10 +44,68 @@ class TokenizedText:
     words: list[str]
     spans: list[tuple[int, int]]
     truncated: bool
+    text_pair: str | None = None
+    word_segments: list[int] | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """The text and its pair: what identifies the input."""
+        return (self.text, self.text_pair)
 
 
-def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> list[TokenizedText]:
-    """Tokenize `texts` (truncating to `max_length` tokens with a warning) and map tokens to words."""
+def check_texts(texts: object) -> tuple[list[TextInput], bool]:
+    """`texts` as a list of str or `(str, str)` pairs, and whether one text (not a list) was given."""
+    if isinstance(texts, str | tuple):
+        texts, single = [texts], True
+    elif isinstance(texts, list):
+        single = False
+    else:
+        hint = " (decode it first: data.decode('utf-8'))" if isinstance(texts, bytes | bytearray) else ""
+        raise ExplainerInputError(
+            f"texts is a {type(texts).__name__}{hint}: pass a str, a pair (text, text_pair) or a list of them."
+        )
+    if not texts:
+        raise ExplainerInputError("No text to explain: pass a str, a pair or a non-empty list of them.")
+    for i, text in enumerate(texts):
+        segments = text if isinstance(text, tuple) else (text,)
+        if isinstance(text, tuple) and len(text) != 2:
+            raise ExplainerInputError(f"Text {i} is a tuple of {len(text)}: a text pair is (text, text_pair).")
+        for segment in segments:
+            if isinstance(segment, bytes | bytearray):
+                raise ExplainerInputError(f"Text {i} is bytes, not str: decode it first (data.decode('utf-8')).")
+            if not isinstance(segment, str):
+                raise ExplainerInputError(
+                    f"Text {i} is a {type(segment).__name__}, not a str: pass a str, a pair or a list of them."
+                )
+            if not segment.strip():
+                raise ExplainerInputError(f"Text {i} is empty or only whitespace: there is nothing to explain.")
+    return texts, single
+
+
+def grapheme_bounds(text: str) -> tuple[list[int], list[int]]:
+    """For each character position, the start and the end of the grapheme cluster it belongs to."""
+    starts, ends = [0] * len(text), [0] * len(text)
+    for cluster in regex.finditer(r"\X", text):
+        for i in range(cluster.start(), cluster.end()):
+            starts[i], ends[i] = cluster.start(), cluster.end()
+    return starts, ends
+
+
+def word_span(segment: str, start: int, end: int, bounds: tuple[list[int], list[int]]) -> tuple[int, int] | None:
+    """The span `(start, end)` cut to its non-space characters and widened to whole grapheme clusters; None
+    when it holds only whitespace."""
+    while start < end and segment[start].isspace():
+        start += 1
+    while end > start and segment[end - 1].isspace():
+        end -= 1
+    if start == end:
+        return None
+    return bounds[0][start], bounds[1][end - 1]
+
+
+def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max_length: int) -> list[TokenizedText]:
+    """Tokenize `texts` (str or `(text, text_pair)`; truncating to `max_length` tokens with a warning) and map
+    tokens to words."""
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
         raise ExplainerInputError(
             f"The tokenizer is a {type(tokenizer).__name__}: pass the model's tokenizer, "
@@ -41,52 +116,70 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: i
             f"{type(tokenizer).__name__} is a slow tokenizer: word-level scores need a fast one (word_ids and "
             "character offsets). Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
         )
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ExplainerInputError(f"Text {i} is a {type(text).__name__}, not a str.")
-        if not text.strip():
-            raise ExplainerInputError(f"Text {i} is empty or only whitespace: there is nothing to explain.")
-    encoding = tokenizer(list(texts), truncation=True, max_length=max_length, return_offsets_mapping=True)
-    items = []
-    for i, text in enumerate(texts):
-        word_ids = encoding.word_ids(i)
-        offsets = encoding["offset_mapping"][i]
-        word_of_id: dict[int, int] = {}
-        spans: list[list[int]] = []
-        word_index = []
-        for word_id, (start, end) in zip(word_ids, offsets, strict=True):
-            if word_id is None:
-                word_index.append(-1)
-                continue
-            if word_id not in word_of_id:
-                word_of_id[word_id] = len(spans)
-                spans.append([start, end])
-            span = spans[word_of_id[word_id]]
-            span[0], span[1] = min(span[0], start), max(span[1], end)
-            word_index.append(word_of_id[word_id])
-        if not spans:
-            raise ExplainerInputError(f"Text {i} ({text[:40]!r}) gives no token the model knows.")
-        # The tokenizer keeps the tokens it cut off: a text was truncated exactly when there are some.
-        truncated = bool(encoding.encodings[i].overflowing)
-        if truncated:
-            warnings.warn(
-                f"Text {i} is longer than {max_length} tokens: only its first {spans[-1][1]} characters "
-                f"({len(spans)} words) are explained.",
-                stacklevel=3,
-            )
-        token_type_ids = encoding["token_type_ids"][i] if "token_type_ids" in encoding else None
-        items.append(
-            TokenizedText(
-                text=text,
-                input_ids=encoding["input_ids"][i],
-                token_type_ids=token_type_ids,
-                word_index=word_index,
-                words=[text[start:end] for start, end in spans],
-                spans=[(start, end) for start, end in spans],
-                truncated=truncated,
-            )
-        )
+    texts, _ = check_texts(list(texts))
+    items: list[TokenizedText | None] = [None] * len(texts)
+    # Single texts and pairs are tokenized in two calls: a tokenizer call takes one kind.
+    for is_pair in (False, True):
+        indices = [i for i, text in enumerate(texts) if isinstance(text, tuple) == is_pair]
+        if not indices:
+            continue
+        first = [texts[i][0] if is_pair else texts[i] for i in indices]
+        second = [texts[i][1] for i in indices] if is_pair else None
+        encoding = tokenizer(first, second, truncation=True, max_length=max_length, return_offsets_mapping=True)
+        for row, i in enumerate(indices):
+            items[i] = tokenized_text(texts[i], encoding, row, i, max_length)
     return items
+
+
+def tokenized_text(text: TextInput, encoding, row: int, index: int, max_length: int) -> TokenizedText:
+    """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`."""
+    segments = text if isinstance(text, tuple) else (text,)
+    bounds = [grapheme_bounds(segment) for segment in segments]
+    # Raw spans of the tokenizer's words, keyed (segment, word id), in order of first appearance.
+    raw: dict[tuple[int, int], list[int]] = {}
+    keys: list[tuple[int, int] | None] = []
+    for word_id, segment, (start, end) in zip(
+        encoding.word_ids(row), encoding.sequence_ids(row), encoding["offset_mapping"][row], strict=True
+    ):
+        key = None if word_id is None or segment is None else (segment, word_id)
+        keys.append(key)
+        if key is not None:
+            span = raw.setdefault(key, [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+    # Whitespace cut, whole grapheme clusters; a word whose cluster the previous word already holds joins it.
+    word_of_key: dict[tuple[int, int], int] = {}
+    spans: list[tuple[int, int]] = []
+    word_segments: list[int] = []
+    for key, (start, end) in raw.items():
+        span = word_span(segments[key[0]], start, end, bounds[key[0]])
+        if span is None:
+            continue
+        if spans and word_segments[-1] == key[0] and span[0] < spans[-1][1]:
+            spans[-1] = (min(spans[-1][0], span[0]), max(spans[-1][1], span[1]))
+        else:
+            spans.append(span)
+            word_segments.append(key[0])
+        word_of_key[key] = len(spans) - 1
+    if not spans:
+        raise ExplainerInputError(f"Text {index} ({segments[0][:40]!r}) gives no token the model knows.")
+    # The tokenizer keeps the tokens it cut off: a text was truncated exactly when there are some.
+    truncated = bool(encoding.encodings[row].overflowing)
+    if truncated:
+        warnings.warn(
+            f"Text {index} is longer than {max_length} tokens: only its first {len(spans)} words are explained.",
+            stacklevel=4,
+        )
+    return TokenizedText(
+        text=segments[0],
+        input_ids=encoding["input_ids"][row],
+        token_type_ids=encoding["token_type_ids"][row] if "token_type_ids" in encoding else None,
+        word_index=[-1 if key is None else word_of_key.get(key, -1) for key in keys],
+        words=[segments[s][start:end] for s, (start, end) in zip(word_segments, spans, strict=True)],
+        spans=spans,
+        truncated=truncated,
+        text_pair=segments[1] if len(segments) == 2 else None,
+        word_segments=word_segments if len(segments) == 2 else None,
+    )
 
 
 @dataclass
@@ -99,6 +192,8 @@ class TokenBatch:
         token_type_ids: `(batch, seq_len)` or None when the tokenizer gives none.
         word_index: `(batch, seq_len)`, the word of each token, -1 for special tokens and padding.
         num_words: `(batch,)`.
+        position_ids: `(batch, seq_len)` for a batch padded on the left (decoder classifiers), counted from each
+            text's first real token so that a text has the same positions in any batch; None otherwise.
     """
 
     input_ids: torch.Tensor
@@ -106,23 +201,38 @@ class TokenBatch:
     token_type_ids: torch.Tensor | None
     word_index: torch.Tensor
     num_words: torch.Tensor
+    position_ids: torch.Tensor | None = None
+
+    @property
+    def left_padded(self) -> bool:
+        return self.position_ids is not None
 
     def model_inputs(self) -> dict[str, torch.Tensor]:
         inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
-        if self.token_type_ids is not None:
-            inputs["token_type_ids"] = self.token_type_ids
+        for name in ("token_type_ids", "position_ids"):
+            if getattr(self, name) is not None:
+                inputs[name] = getattr(self, name)
         return inputs
+
+    def columns(self, width: int) -> slice:
+        """The `width` columns that hold every real token of a sub-batch whose longest text has `width` tokens."""
+        return slice(self.input_ids.shape[1] - width, None) if self.left_padded else slice(0, width)
 
     def select(self, rows: torch.Tensor) -> "TokenBatch":
         """The sub-batch of `rows` (a `(k,)` index tensor), cut to its own longest text so that it carries
         no column of padding only."""
-        length = int(self.attention_mask[rows].sum(-1).max())
+        keep = self.columns(int(self.attention_mask[rows].sum(-1).max()))
+
+        def cut(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return tensor[rows, keep] if tensor is not None else None
+
         return TokenBatch(
-            input_ids=self.input_ids[rows, :length],
-            attention_mask=self.attention_mask[rows, :length],
-            token_type_ids=self.token_type_ids[rows, :length] if self.token_type_ids is not None else None,
-            word_index=self.word_index[rows, :length],
+            input_ids=cut(self.input_ids),
+            attention_mask=cut(self.attention_mask),
+            token_type_ids=cut(self.token_type_ids),
+            word_index=cut(self.word_index),
             num_words=self.num_words[rows],
+            position_ids=cut(self.position_ids),
         )
 
     @property
@@ -131,20 +241,27 @@ class TokenBatch:
         return self.word_index >= 0
 
 
-def collate(items: list[TokenizedText], pad_token_id: int, device: torch.device | str = "cpu") -> TokenBatch:
-    """Pad tokenized texts into one batch on `device`."""
+def collate(
+    items: list[TokenizedText], pad_token_id: int, device: torch.device | str = "cpu", left: bool = False
+) -> TokenBatch:
+    """Pad tokenized texts into one batch on `device`, on the right, or on the left (with position ids)."""
     length = max(len(item.input_ids) for item in items)
 
     def padded(rows: list[list[int]], value: int) -> torch.Tensor:
-        return torch.tensor([row + [value] * (length - len(row)) for row in rows], device=device)
+        padding = [[value] * (length - len(row)) for row in rows]
+        return torch.tensor(
+            [pad + row if left else row + pad for row, pad in zip(rows, padding, strict=True)], device=device
+        )
 
     has_types = items[0].token_type_ids is not None
+    mask = padded([[1] * len(item.input_ids) for item in items], 0)
     return TokenBatch(
         input_ids=padded([item.input_ids for item in items], pad_token_id),
-        attention_mask=padded([[1] * len(item.input_ids) for item in items], 0),
+        attention_mask=mask,
         token_type_ids=padded([item.token_type_ids for item in items], 0) if has_types else None,
         word_index=padded([item.word_index for item in items], -1),
         num_words=torch.tensor([len(item.words) for item in items], device=device),
+        position_ids=(mask.cumsum(-1) - 1).clamp(min=0) if left else None,
     )
 
 

@@ -70,7 +70,7 @@ def test_ig_delta_is_captums_convergence_delta(tokenizer, double_models):
     for text, exp in zip(texts, results, strict=True):
         ids = tokenizer(text, return_tensors="pt").input_ids
         forward = TargetLogit(model)
-        args = (torch.ones_like(ids), None, torch.tensor([1]), None)
+        args = (torch.ones_like(ids), None, None, torch.tensor([1]), None)
         baseline = ids.clone()
         baseline[0, 1:-1] = tokenizer.pad_token_id
         attributions, delta = LayerIntegratedGradients(forward, model.get_input_embeddings()).attribute(

@@ -57,7 +57,11 @@ def test_too_long_text_is_truncated_with_a_warning(encoder_model, tokenizer):
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        ({"texts": None}, ExplainerInputError, "texts is a NoneType: pass a str or a list of str"),
+        (
+            {"texts": None},
+            ExplainerInputError,
+            r"texts is a NoneType: pass a str, a pair \(text, text_pair\) or a list",
+        ),
         ({"max_length": 1000}, ExplainerError, r"max_length=1000: give a number of tokens from 3 .* to 128"),
         ({"max_length": 2}, ExplainerError, r"max_length=2: give a number of tokens from 3"),
         ({"batch_size": 0}, ExplainerError, "batch_size=0: give a number of rows, at least 1"),
@@ -92,7 +96,7 @@ def test_pair_target_for_a_method_that_cannot_take_one(model, tokenizer):
 def test_target_per_text_and_targets_all(model, tokenizer):
     with pytest.raises(TargetError, match="2 targets were given for 1 texts"):
         explain(model, tokenizer, ["who"], method="saliency", target=[0, 1])
-    with pytest.raises(ExplainerError, match="either target or targets='all'"):
+    with pytest.raises(ExplainerError, match="only one of target, targets='all' and top_k"):
         explain(model, tokenizer, "who", method="saliency", target=0, targets="all")
     with pytest.raises(ExplainerError, match="the only value is 'all'"):
         explain(model, tokenizer, "who", method="saliency", targets="every")
@@ -103,11 +107,11 @@ def test_target_per_text_and_targets_all(model, tokenizer):
 @pytest.mark.parametrize(
     ("backbone", "pooling", "method", "message"),
     [
-        ("embedding", "label_attention", "attention_rollout", "'embedding' backbone has none"),
-        ("embedding", "label_attention", "attention_flow", "'embedding' backbone has none"),
-        ("embedding", "mean", "label_attention", "pools with 'mean'"),
-        ("encoder", "mean", "label_attention", "pools with 'mean'"),
-        ("embedding", "mean", "grad_weighted_attention", "has none"),
+        ("embedding", "label_attention", "attention_rollout", "returns no attention weights"),
+        ("embedding", "label_attention", "attention_flow", "returns no attention weights"),
+        ("embedding", "mean", "label_attention", "only a labelattn model pooling with label_attention"),
+        ("encoder", "mean", "label_attention", "only a labelattn model pooling with label_attention"),
+        ("embedding", "mean", "grad_weighted_attention", "weighs attention, and this model returns none"),
         ("embedding", "label_attention", "lime", "Unknown method 'lime'"),
     ],
 )
@@ -125,7 +129,7 @@ def test_methods_that_fit_a_mean_pooling_encoder(tokenizer):
 
 
 def test_model_and_tokenizer_swapped_or_missing(model, tokenizer):
-    with pytest.raises(MethodError, match=r"got a BertTokenizer.*Pass the model first"):
+    with pytest.raises(MethodError, match=r"The model is a BertTokenizer.*sequence-classification model first"):
         explain(tokenizer, model, "who wrote it", method="saliency")
     with pytest.raises(ExplainerInputError, match="The tokenizer is a NoneType"):
         explain(model, None, "who wrote it", method="saliency")
@@ -145,7 +149,10 @@ def test_slow_tokenizer(model):
         ("integrated_gradients", {"baseline": "noise"}, "baseline='noise': choose one of"),
         ("integrated_gradients", {"integration": "simpson"}, "integration='simpson': choose one of"),
         ("integrated_gradients", {"n_steps": 0}, "n_steps=0 must be at least 1"),
-        ("integrated_gradients", {"tolerance": -1.0}, "must be positive"),
+        ("integrated_gradients", {"tolerance": -1.0}, "must be a positive finite number"),
+        ("integrated_gradients", {"tolerance": float("nan")}, "tolerance=nan must be a positive finite number"),
+        ("integrated_gradients", {"tolerance": float("inf")}, "tolerance=inf must be a positive finite number"),
+        ("integrated_gradients", {"max_steps": 0}, "max_steps=0 must be at least 1"),
         ("shap", {"baseline": "unk"}, "baseline='unk'"),
         ("integrated_gradients", {"n_steps": 2.5}, r"n_steps=2.5 has the wrong type \(float\).* expects int"),
         ("shap", {"n_samples": "many"}, r"n_samples='many' has the wrong type \(str\)"),
