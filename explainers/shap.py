@@ -1,15 +1,35 @@
-"""SHAP on words: Shapley values of the words, estimated by Captum's `ShapleyValueSampling`."""
+"""SHAP on words: Shapley values of the words by antithetic permutation sampling, with each word's standard error
+and a stopping rule on it.
 
+Captum's `ShapleyValueSampling` computes the same estimator, but it returns only the average over its orderings:
+no per-ordering contribution, hence no standard error and no way to stop once the error is small, and it draws
+every ordering independently (no antithetic pairs). So the orderings are run here, directly over the words, with
+the perturbed texts of a text batched into few forward passes.
+"""
+
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from captum.attr import ShapleyValueSampling
 
 from .base import Explainer, TokenScores, register, text_seed
 from .errors import ExplainerError
 from .forward import TargetLogit
 from .words import TokenBatch, word_to_token_scores
+
+
+@dataclass
+class ShapleyEstimate:
+    """One text's Shapley values `(num_words,)` (float64), their standard errors (None when they cannot be told
+    from the samples drawn), the orderings used, F(x) and F(no word)."""
+
+    values: torch.Tensor
+    standard_errors: torch.Tensor | None
+    n_samples: int
+    score: float
+    baseline_score: float
 
 
 @register
@@ -18,27 +38,64 @@ class ShapExplainer(Explainer):
     an absent word has all its sub-tokens replaced by the baseline token (special tokens always stay).
 
     Each ordering adds up exactly to F(x) − F(no word), so `Σ_w φ_w = score − baseline_score` for any number of
-    samples; the samples only set how close each φ_w is to the exact Shapley value.
+    samples; the samples only set how close each φ_w is to the exact Shapley value. Orderings come in antithetic
+    pairs (an ordering and its reverse: a word early in one is late in the other, which cancels much of the
+    sampling noise); the mean of a pair is one independent sample, and a word's standard error is the standard
+    deviation of its pair means over √(pairs). With two words or fewer one pair is every ordering: the values are
+    exact and their standard errors 0.
 
     Options:
-        n_samples: random orderings of the words per text (each costs one evaluation per word).
-        baseline: the token standing for an absent word, "pad" or "mask" (the tokenizer's [MASK]).
+        target_error: stop once every word's standard error is at most `target_error` × the mean |φ| of the
+            text's words (None: always draw `max_samples`).
+        min_samples, max_samples: the fewest and most orderings per text under that rule (each ordering costs
+            one forward pass per word, less one).
+        n_samples: a fixed number of orderings instead of the rule (None: the rule). Odd numbers are rounded up
+            to whole pairs.
+        baseline: the token standing for an absent word, "pad" (the model's padding or baseline token) or "mask"
+            (the tokenizer's [MASK]).
         perturbations_per_eval: perturbed texts evaluated in one forward pass.
-        seed: the orderings depend only on it and the text, so a text gets the same scores in any batch.
+        seed: the orderings depend only on it and the text, so a text gets the same values in any batch.
     """
 
     name = "shap"
     allows_contrast = True
-    defaults: ClassVar[dict[str, Any]] = {"n_samples": 25, "baseline": "pad", "perturbations_per_eval": 64, "seed": 0}
+    defaults: ClassVar[dict[str, Any]] = {
+        "target_error": 0.1,
+        "min_samples": 8,
+        "max_samples": 64,
+        "n_samples": None,
+        "baseline": "pad",
+        "perturbations_per_eval": 128,
+        "seed": 0,
+    }
     choices: ClassVar[dict[str, Sequence[str]]] = {"baseline": ("pad", "mask")}
+    nullable: ClassVar[frozenset[str]] = frozenset({"target_error", "n_samples"})
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        options = super().check_options(options)
+        # n_samples defaults to None but takes an int, which the base's type check (by the default's type) refuses.
+        n_samples = options.get("n_samples")
+        options = super().check_options({k: v for k, v in options.items() if k != "n_samples"})
+        if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int)):
+            raise ExplainerError(
+                f"n_samples={n_samples!r} has the wrong type ({type(n_samples).__name__}): shap expects int or None."
+            )
+        options["n_samples"] = n_samples
         if options["baseline"] == "mask" and self.tokenizer.mask_token_id is None:
             raise ExplainerError(f"{type(self.tokenizer).__name__} has no mask token: use baseline='pad'.")
-        for name in ("n_samples", "perturbations_per_eval"):
-            if options[name] < 1:
+        for name in ("n_samples", "min_samples", "max_samples", "perturbations_per_eval"):
+            if options[name] is not None and options[name] < 1:
                 raise ExplainerError(f"{name}={options[name]} must be at least 1.")
+        if options["min_samples"] > options["max_samples"]:
+            raise ExplainerError(
+                f"min_samples={options['min_samples']} is above max_samples={options['max_samples']}: "
+                "give min_samples <= max_samples."
+            )
+        error = options["target_error"]
+        if error is not None and not (math.isfinite(error) and error >= 0):
+            raise ExplainerError(
+                f"target_error={error!r}: give a fraction of the mean |value| (e.g. 0.1), 0 or more, or None to "
+                "always draw max_samples."
+            )
         return options
 
     def token_scores(
@@ -46,67 +103,151 @@ class ShapExplainer(Explainer):
         batch: TokenBatch,
         target: torch.Tensor,
         contrast: torch.Tensor | None,
-        n_samples: int,
         baseline: str,
-        perturbations_per_eval: int,
         seed: int,
+        **sampling,
     ) -> TokenScores:
-        baseline_id = self.tokenizer.mask_token_id if baseline == "mask" else (self.tokenizer.pad_token_id or 0)
+        baseline_id = self.tokenizer.mask_token_id if baseline == "mask" else self.baseline_id
         words = torch.zeros(batch.input_ids.shape[0], int(batch.num_words.max()), device=self.device)
         diagnostics = []
-        # One text at a time, cut to its own tokens: its orderings and perturbation batches are then the same
-        # whatever batch it came in (Captum would share one ordering of the word slots across a batch).
+        # One text at a time, cut to its own tokens: its orderings and forward passes are then the same whatever
+        # batch it came in.
         for row in range(batch.input_ids.shape[0]):
             text = batch.select(torch.tensor([row], device=self.device))
             text_contrast = contrast[row : row + 1] if contrast is not None else None
-            phi, output, empty = self.shapley(
-                text, target[row : row + 1], text_contrast, baseline_id, n_samples, perturbations_per_eval, seed
+            forward = WordCoalitions(self.model, text, target[row : row + 1], text_contrast, baseline_id)
+            generator = torch.Generator().manual_seed(text_seed(text.input_ids[0].tolist(), seed))
+            estimate = estimate_shapley(forward, generator, **sampling)
+            words[row, : estimate.values.shape[0]] = estimate.values
+            errors = estimate.standard_errors
+            diagnostics.append(
+                {
+                    "score": estimate.score,
+                    "baseline_score": estimate.baseline_score,
+                    "standard_errors": errors.tolist() if errors is not None else None,
+                    "n_samples": estimate.n_samples,
+                }
             )
-            words[row, : phi.shape[0]] = phi
-            diagnostics.append({"score": output, "baseline_score": empty})
         return TokenScores(scores=word_to_token_scores(words, batch.word_index), diagnostics=diagnostics)
 
-    def shapley(
+
+class WordCoalitions:
+    """F of one text with only some of its words present: `(coalitions, num_words)` bool -> `(coalitions,)`.
+
+    An absent word has every sub-token replaced by the baseline token; special tokens always stay. Rows are run
+    `perturbations_per_eval` at a time.
+    """
+
+    def __init__(
         self,
+        model: torch.nn.Module,
         text: TokenBatch,
         target: torch.Tensor,
         contrast: torch.Tensor | None,
         baseline_id: int,
-        n_samples: int,
-        perturbations_per_eval: int,
-        seed: int,
-    ) -> tuple[torch.Tensor, float, float]:
-        """Shapley values `(num_words,)` of one text (a batch of one), F(x) and F(no word)."""
-        is_word = text.is_word[0]
-        template = text.input_ids
-        forward = TargetLogit(self.model)
+    ):
+        self.forward = TargetLogit(model)
+        self.args = self.forward.args(text, target, contrast)
+        self.input_ids = text.input_ids  # (1, seq_len)
+        self.word_of_token = text.word_index[0]  # (seq_len,), -1 for special tokens
+        self.baseline_id = baseline_id
+        self.num_words = int(text.num_words[0])
 
-        def on_words(word_ids: torch.Tensor, *args) -> torch.Tensor:
-            """F of texts whose word tokens are `word_ids` `(k, word_tokens)`, special tokens kept."""
-            full = template.expand(word_ids.shape[0], -1).clone()
-            full[:, is_word] = word_ids
-            return forward(full, *args)
-
-        word_ids = template[:, is_word]
-        args = forward.args(text, target, contrast)
-        with torch.no_grad():
-            ends = on_words(torch.cat([word_ids, torch.full_like(word_ids, baseline_id)]), *_repeat(args, 2))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(text_seed(template[0].tolist(), seed))
-            phi = ShapleyValueSampling(on_words).attribute(
-                word_ids,
-                baselines=baseline_id,
-                additional_forward_args=args,
-                feature_mask=text.word_index[:, is_word],
-                n_samples=n_samples,
-                perturbations_per_eval=perturbations_per_eval,
-            )
-        # Captum gives every sub-token of a word the word's value: keep one per word.
-        values = torch.zeros(int(text.num_words[0]), dtype=phi.dtype, device=phi.device)
-        values.scatter_(0, text.word_index[0, is_word], phi[0])
-        return values, float(ends[0]), float(ends[1])
+    @torch.no_grad()
+    def __call__(self, present: torch.Tensor, perturbations_per_eval: int) -> torch.Tensor:
+        is_word = self.word_of_token >= 0
+        # (coalitions, seq_len): a token is kept when it is special or its word is present.
+        keep = ~is_word | present[:, self.word_of_token.clamp(min=0)]
+        ids = torch.where(keep, self.input_ids, self.baseline_id)
+        if ids.shape[0] == 0:  # a text of one word has no inner coalition
+            return torch.empty(0, dtype=torch.float64, device=ids.device)
+        values = [
+            self.forward(chunk, *_repeat(self.args, chunk.shape[0])) for chunk in ids.split(perturbations_per_eval)
+        ]
+        # float64: the contributions are differences of these, and their sums must telescope exactly.
+        return torch.cat(values).double()
 
 
-def _repeat(args: tuple, times: int) -> tuple:
-    """Forward arguments for `times` copies of a one-row batch."""
-    return tuple(torch.cat([a] * times) if isinstance(a, torch.Tensor) else a for a in args)
+def estimate_shapley(
+    coalitions: WordCoalitions,
+    generator: torch.Generator,
+    target_error: float | None,
+    min_samples: int,
+    max_samples: int,
+    n_samples: int | None,
+    perturbations_per_eval: int,
+) -> ShapleyEstimate:
+    """Shapley values of a text's words from antithetic pairs of random orderings, drawn in rounds until the
+    stopping rule (see `ShapExplainer`) holds or the budget is spent."""
+    num_words = coalitions.num_words
+    device = coalitions.input_ids.device
+    everything, nothing = coalitions(torch.tensor([[True], [False]], device=device).expand(2, num_words), 2)
+    if num_words <= 2:  # one pair is every ordering
+        n_samples, target_error = 2, None
+    min_pairs, max_pairs = (
+        ((n_samples + 1) // 2,) * 2 if n_samples is not None else ((min_samples + 1) // 2, (max_samples + 1) // 2)
+    )
+    pair_means: list[torch.Tensor] = []
+    pairs = 0
+    draw = min_pairs
+    while draw > 0:
+        orders = torch.stack([torch.randperm(num_words, generator=generator) for _ in range(draw)]).to(device)
+        orders = torch.cat([orders, orders.flip(-1)])  # (2 draw, num_words): each ordering, then its reverse
+        contributions = ordering_contributions(coalitions, orders, everything, nothing, perturbations_per_eval)
+        pair_means.append((contributions[:draw] + contributions[draw:]) / 2)
+        pairs += draw
+        draw = pairs_still_needed(torch.cat(pair_means), target_error, max_pairs)
+    means = torch.cat(pair_means)
+    errors = torch.zeros_like(means[0]) if num_words <= 2 else standard_errors(means)
+    return ShapleyEstimate(means.mean(0), errors, 2 * pairs, float(everything), float(nothing))
+
+
+def ordering_contributions(
+    coalitions: WordCoalitions,
+    orders: torch.Tensor,
+    everything: torch.Tensor,
+    nothing: torch.Tensor,
+    perturbations_per_eval: int,
+) -> torch.Tensor:
+    """Each word's contribution in each ordering, `(orderings, num_words)`: F(the words up to it) − F(the words
+    before it). A row sums to F(x) − F(no word) exactly, since the chain's two ends are shared by every ordering."""
+    count, num_words = orders.shape
+    rank = orders.argsort(-1)  # rank[o, w]: the step at which word w arrives in ordering o
+    steps = torch.arange(1, num_words, device=orders.device)
+    # (orderings, num_words - 1, num_words): the words present after each inner step of each ordering.
+    present = rank[:, None, :] < steps[None, :, None]
+    inner = coalitions(present.reshape(-1, num_words), perturbations_per_eval).reshape(count, num_words - 1)
+    chain = torch.cat([nothing.expand(count, 1), inner, everything.expand(count, 1)], dim=1)
+    return torch.zeros_like(chain[:, 1:]).scatter_(1, orders, chain.diff(dim=1))
+
+
+def standard_errors(pair_means: torch.Tensor) -> torch.Tensor | None:
+    """Standard error of each word's mean over `(pairs, num_words)` independent pair means; None from one pair."""
+    if pair_means.shape[0] < 2:
+        return None
+    return pair_means.std(0) / math.sqrt(pair_means.shape[0])
+
+
+def pairs_still_needed(pair_means: torch.Tensor, target_error: float | None, max_pairs: int) -> int:
+    """How many more pairs to draw: 0 once the largest standard error is within `target_error` × mean |φ| or the
+    budget is spent; else the number the errors so far project (an error falls as 1/√pairs), at most doubling."""
+    pairs = pair_means.shape[0]
+    left = max_pairs - pairs
+    if left <= 0:
+        return 0
+    if target_error is None:
+        return left
+    errors = standard_errors(pair_means)
+    if errors is None:
+        return 1
+    allowed = target_error * float(pair_means.mean(0).abs().mean())
+    largest = float(errors.max())
+    if largest <= allowed:
+        return 0
+    projected = math.ceil(pairs * (largest / allowed) ** 2) - pairs if allowed > 0 else left
+    return max(1, min(projected, pairs, left))
+
+
+def _repeat(args: tuple, rows: int) -> tuple:
+    """Forward arguments of a one-row batch for `rows` rows (views, no copies)."""
+    return tuple(a.expand(rows, *a.shape[1:]) if isinstance(a, torch.Tensor) else a for a in args)
