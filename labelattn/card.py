@@ -9,7 +9,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+import httpx
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constants, get_token
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from labelattn.data import LabelledData
 
@@ -178,11 +181,41 @@ def stage_for_hub(model_dir: Path, staging_dir: Path) -> Path:
     return staging_dir
 
 
+def check_can_push(repo_id: str, token: str | None = None) -> None:
+    """Refuse at once (before a training run) a push that cannot work: a malformed repository id, the Hub switched
+    off (HF_HUB_OFFLINE), no login, or a login the Hub does not confirm."""
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise CardError(
+            f"--push-to-hub {repo_id!r} is not a Hub repository id ({error}); write it as 'your-name/model-name'."
+        ) from None
+    if constants.HF_HUB_OFFLINE:
+        raise CardError(
+            "--push-to-hub: the Hub is switched off here (HF_HUB_OFFLINE=1), so the model could not be pushed; "
+            "unset HF_HUB_OFFLINE, or train without --push-to-hub and push the folder later with "
+            "labelattn.card.push_to_hub(folder, repo_id)."
+        )
+    token = token or get_token()
+    if token is None:
+        raise CardError("--push-to-hub: not logged in to the Hugging Face Hub; run `hf auth login` or set HF_TOKEN.")
+    try:
+        HfApi(token=token).whoami()
+    except (OSError, httpx.HTTPError) as error:
+        raise CardError(
+            f"--push-to-hub: the Hub did not confirm the login ({type(error).__name__}: {error}); check the network "
+            "and the token, or train without --push-to-hub."
+        ) from None
+
+
 def push_to_hub(model_dir: Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
     """Create `repo_id` if needed and upload the staged model folder in one commit; returns the commit URL."""
     api = HfApi(token=token)
     with tempfile.TemporaryDirectory() as staging:
         folder = stage_for_hub(model_dir, Path(staging))
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-        commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload labelattn model")
+        try:
+            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+            commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload labelattn model")
+        except (OSError, httpx.HTTPError) as error:
+            raise CardError(f"the upload to {repo_id} failed ({type(error).__name__}: {error}).") from None
     return commit.commit_url

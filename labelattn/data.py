@@ -11,6 +11,7 @@ import hashlib
 import importlib.metadata
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,11 +143,13 @@ BUILTIN = {"trec": (_read_trec, TREC_SOURCE), "bbc-news": (_read_bbc_news, BBC_S
 
 
 def _check_jsonl(path: Path) -> None:
-    """`datasets` reports a broken JSON line without its number: find it first."""
+    """`datasets` reports a broken JSON line without its number, and an empty file obscurely: find them first."""
+    rows = 0
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            rows += 1
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
@@ -155,6 +158,8 @@ def _check_jsonl(path: Path) -> None:
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(f'{path}, line {number}: expected a JSON object like {{"text": ..., "label": ...}}.')
+    if not rows:
+        raise DataError(f'{path} holds no rows: write one JSON object per line, like {{"text": ..., "label": ...}}.')
 
 
 def _load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
@@ -185,9 +190,12 @@ def _csv_as_strings(path: Path) -> dict:
     """Options that read every cell of a CSV file as the string it is: pandas would otherwise read a text "10000"
     as a number and a label "None" or "NA" as missing. Only an empty cell is missing."""
     with path.open(newline="", encoding="utf-8") as handle:
-        header = next(csv.reader(handle), None)
+        reader = csv.reader(handle)
+        header, first_row = next(reader, None), next(reader, None)
     if not header:
         raise DataError(f"{path} is empty: write a header row (e.g. text,label), then one row per text.")
+    if first_row is None:
+        raise DataError(f"{path} has a header ({','.join(header)}) but no rows: add one row per text below it.")
     features = datasets.Features({name: datasets.Value("string") for name in header})
     return {"features": features, "keep_default_na": False, "na_values": [""]}
 
@@ -201,7 +209,12 @@ def _require_column(table: datasets.Dataset, origin: str, role: str, column: str
 
 
 def _check_text(where: str, text) -> None:
-    if not isinstance(text, str) or not text.strip():
+    if text is not None and not isinstance(text, str):
+        raise DataError(
+            f"{where}: the text is not a string ({text!r}, of type {type(text).__name__}); write it as a string "
+            "(in quotes, in JSON)."
+        )
+    if text is None or not text.strip():
         raise DataError(f"{where}: the text is empty ({text!r}); remove the row or fill it in.")
 
 
@@ -249,6 +262,43 @@ def _read_files(paths: dict[str, str], text_column: str, label_column: str, sep:
 
 
 # --------------------------------------------------------------------------------------------------- checks
+
+
+def _label_kind(value) -> str | None:
+    """ "list" (multi-label), "string" or "integer"; None for a missing label; "other" for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return "list" if all(_label_kind(v) in ("string", "integer") for v in value) else "other"
+    if isinstance(value, str):
+        return "string"
+    return "integer" if isinstance(value, int) and not isinstance(value, bool) else "other"
+
+
+def _is_multi_label(raw: dict[str, RawSplit]) -> bool:
+    """Decide from every row of every split whether the labels are lists (multi-label) or single labels, and refuse
+    a label of another type or a mixture of kinds, naming the rows that differ from the most common kind."""
+    rows_of_kind: dict[str, list[str]] = {}
+    for part in raw.values():
+        for i, label in enumerate(part.labels):
+            kind = _label_kind(label)
+            if kind == "other":
+                raise DataError(
+                    f"{part.where(i)}: the label {label!r} is of type {type(label).__name__}; a label is a string "
+                    "or an integer, or for multi-label data a list of them."
+                )
+            if kind is not None:
+                rows_of_kind.setdefault(kind, []).append(f"{part.where(i)} ({label!r})")
+    if len(rows_of_kind) > 1:
+        usual = max(rows_of_kind, key=lambda kind: len(rows_of_kind[kind]))
+        stray = [row for kind, rows in rows_of_kind.items() if kind != usual for row in rows]
+        listed = "; ".join(stray[:5]) + (f"; and {len(stray) - 5} more" if len(stray) > 5 else "")
+        raise DataError(
+            f"The labels mix kinds ({', '.join(f'{len(rows)} {kind}' for kind, rows in rows_of_kind.items())}); "
+            f"these rows differ from the usual {usual} labels: {listed}. Write every label the same way: one "
+            "string per row, or a list of labels per row for multi-label data."
+        )
+    return "list" in rows_of_kind
 
 
 def _label_names(value) -> list[str]:
@@ -302,15 +352,21 @@ def _encode(part: RawSplit, names: list[str], multi_label: bool) -> datasets.Dat
     return datasets.Dataset.from_dict({"id": part.ids, "text": part.texts, "label": labels}, features=features)
 
 
-def _hold_out(train: datasets.Dataset, split: str, fraction: float, seed: int, multi_label: bool):
-    """Split `fraction` of `train` (as a fraction of the original whole) off, stratified by class when single-label."""
+def _hold_out(train: datasets.Dataset, split: str, size: int, seed: int, multi_label: bool, names: list[str]):
+    """Split `size` rows off `train`, stratified by class when single-label."""
     try:
-        parts = train.train_test_split(
-            test_size=fraction, seed=seed, stratify_by_column=None if multi_label else "label"
-        )
+        parts = train.train_test_split(test_size=size, seed=seed, stratify_by_column=None if multi_label else "label")
     except ValueError as error:
+        counts = {names[label]: n for label, n in Counter(train["label"]).items()}
+        scarce = sorted((name for name, n in counts.items() if n < 2), key=_natural_key)
+        why = (
+            ", ".join(f"class {name!r} has only {counts[name]} row left to split" for name in scarce)
+            if scarce
+            else str(error)
+        )
         raise DataError(
-            f"Cannot hold out a stratified {split} split ({error}); give every class more rows or pass a {split} file."
+            f"Cannot hold out a stratified {split} split of {size} rows ({why}); give every class more rows "
+            f"(at least 2 per split) or pass a --{split}-data file."
         ) from None
     return parts["train"], parts["test"]
 
@@ -326,7 +382,7 @@ def build_splits(raw: dict[str, RawSplit], source: DataSource, multi_label: bool
     total = len(train)
     for split in held_out:
         # The test split is taken first, so that the test set does not depend on the validation fraction.
-        train, encoded[split] = _hold_out(train, split, round(HELD_OUT[split] * total), seed, multi_label)
+        train, encoded[split] = _hold_out(train, split, round(HELD_OUT[split] * total), seed, multi_label, names)
     encoded["train"] = train
     splits = datasets.DatasetDict({split: encoded[split] for split in SPLITS})
     record = {
@@ -364,7 +420,7 @@ def load_data(
         return build_splits({"train": read()}, source, multi_label=False, seed=seed)
     given = {"train": data, "validation": validation, "test": test}
     raw = _read_files({k: v for k, v in given.items() if v}, text_column, label_column, label_separator)
-    multi_label = any(isinstance(label, list | tuple) for part in raw.values() for label in part.labels)
+    multi_label = _is_multi_label(raw)
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
     return build_splits(raw, source, multi_label, seed)

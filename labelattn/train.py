@@ -5,7 +5,8 @@
     accelerate launch -m labelattn.train --data reviews.jsonl --backbone minilm --output-dir models/reviews
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
-so, accumulates gradients and runs mixed precision; nothing here names a device.
+so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
+steps of a run; the rules of the output folder (checkpoints, resume, overwrite) live in `labelattn.checkpoints`.
 """
 
 import argparse
@@ -13,26 +14,32 @@ import json
 import math
 import os
 import shlex
-import shutil
-import signal
 import sys
+import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from labelattn import DEFAULT_MODEL_DIR
+from labelattn import DEFAULT_MODEL_DIR, checkpoints
 
 METRICS_DIR = Path(__file__).parent / "metrics"
-CHECKPOINTS = "checkpoints"  # sub-folder of --output-dir, where Accelerate's automatic naming puts them
-# Written last into a checkpoint folder: one without it was cut short (a kill during the save) and is not resumed.
-COMPLETE = "complete"
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
 NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "run", "command"}
 NOT_SETTINGS |= {"command_line", "output_dir"}  # the folder holding the settings is not one of them
 PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone"}
-NOT_SETTINGS |= {"debug_sample_ids", "debug_kill_at_step"}
 # Learning rates: a bag of embeddings learns from scratch, a pretrained encoder is fine-tuned.
 LEARNING_RATES = {"embedding": 5e-3, "encoder": 5e-5}
+# Numeric options and the values they take (every float must also be finite).
+AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
+AT_LEAST_ONE += ("num_attention_heads", "max_length")
+ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
+# For fault-injection tests and debugging: each process appends one JSON line per event of the run (the rows of
+# every batch, each phase of saving) to the file named by RUN_LOG_ENV (with `.rank<N>` appended), and stops for good
+# at the event named by PAUSE_ENV ("EVENT" or "EVENT@N", its N-th occurrence), where a test kills it.
+RUN_LOG_ENV = "LABELATTN_RUN_LOG"
+PAUSE_ENV = "LABELATTN_PAUSE_AT"
 
 
 class TrainingError(ValueError):
@@ -118,7 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--overwrite",
         action="store_true",
-        help="Delete what --output-dir holds (another model, old checkpoints) and train into it.",
+        help="Delete what --output-dir holds (another model, old checkpoints) and train into it; refused when it "
+        "holds anything else, such as the data.",
     )
     out.add_argument(
         "--checkpoint-every",
@@ -130,9 +138,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--push-to-hub", metavar="REPO", help="Push the model with its card to this Hub repository.")
     out.add_argument("--private", action="store_true", help="Create the Hub repository as private.")
     out.add_argument("--license", default="apache-2.0", help="Licence in the model card (default: apache-2.0).")
-    # For tests: where each process writes the ids of the rows of every batch; SIGKILL the run after N steps.
-    out.add_argument("--debug-sample-ids", type=Path, help=argparse.SUPPRESS)
-    out.add_argument("--debug-kill-at-step", type=int, help=argparse.SUPPRESS)
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -148,17 +153,42 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     args.learning_rate = LEARNING_RATES[kind] if args.learning_rate is None else args.learning_rate
     if args.head_learning_rate is None:
         args.head_learning_rate = 1e-3 if kind == "encoder" else args.learning_rate
-    for name in ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "max_length"):
-        if getattr(args, name) < 1:
-            raise TrainingError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
-    if not 0 <= args.warmup_ratio < 1:
-        raise TrainingError(f"--warmup-ratio must be in [0, 1), got {args.warmup_ratio}.")
+    check_numbers(args)
     if kind == "encoder" and args.backbone != "minilm" and not (Path(args.backbone) / "config.json").is_file():
         raise TrainingError(
             f"--backbone {args.backbone!r} is neither 'embedding', 'minilm' nor a folder with a config.json "
             "(a Transformers encoder saved with save_pretrained)."
         )
     return args
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option finite and in its range, before anything is built (a NaN learning rate would train
+    a NaN model)."""
+
+    def refuse(name: str, what: str) -> None:
+        raise TrainingError(f"--{name.replace('_', '-')} must be {what}, got {getattr(args, name)}.")
+
+    for name in AT_LEAST_ONE:
+        if getattr(args, name) < 1:
+            refuse(name, "at least 1")
+    for name in ABOVE_ZERO:
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
+            refuse(name, "a finite number above 0")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        refuse("weight_decay", "a finite number, 0 or above")
+    if not 0 <= args.warmup_ratio < 1:
+        refuse("warmup_ratio", "in [0, 1)")
+
+
+def check_max_length(args: argparse.Namespace, tokenizer) -> None:
+    """A text must keep at least one token of its own besides the special ones the tokenizer adds."""
+    shortest = tokenizer.num_special_tokens_to_add() + 1
+    if args.max_length < shortest:
+        raise TrainingError(
+            f"--max-length must be at least {shortest} (the tokenizer adds {shortest - 1} special tokens to every "
+            f"text), got {args.max_length}."
+        )
 
 
 def settings_of(args: argparse.Namespace) -> dict:
@@ -174,15 +204,27 @@ def settings_of(args: argparse.Namespace) -> dict:
     return settings
 
 
+def saved_settings(folder: Path) -> dict | None:
+    path = folder / SETTINGS_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_inputs(args: argparse.Namespace) -> dict[str, Path]:
+    """The files and folders the run reads, by option: `--overwrite` must never delete them."""
+    given = {"--data": args.data, "--validation-data": args.validation_data, "--test-data": args.test_data}
+    given["--backbone"] = args.backbone
+    return {option: Path(value) for option, value in given.items() if value and Path(value).exists()}
+
+
 def check_output_dir(args: argparse.Namespace) -> None:
-    """Refuse to overwrite a different model, and to resume what cannot be resumed (before any work starts)."""
+    """Refuse, before any work starts: to overwrite another model or the user's files, to resume what cannot be
+    resumed, and to restart over the checkpoints of an unfinished run."""
     folder: Path = args.output_dir
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"--output-dir {folder} is a file; give a folder.")
-    saved_file = folder / SETTINGS_FILE
-    saved = json.loads(saved_file.read_text()) if saved_file.is_file() else None
+    saved = saved_settings(folder)
     if args.resume:
-        last_checkpoint(folder)  # refuses a folder without a complete one
+        checkpoints.resumable_checkpoint(folder, warn=lambda message: None)  # refuses a folder without one
         differing = {k: (saved.get(k), v) for k, v in settings_of(args).items() if saved.get(k) != v} if saved else {}
         if saved is None or differing:
             raise TrainingError(
@@ -190,43 +232,23 @@ def check_output_dir(args: argparse.Namespace) -> None:
                 "resume with the same options or train into another --output-dir."
             )
         return
-    if args.overwrite and folder.exists():
-        here = Path.cwd().resolve()
-        if any(place.is_relative_to(folder.resolve()) for place in (here, Path.home().resolve())):
-            raise FileExistsError(
-                f"--overwrite would delete {folder}, which holds the working directory or the home folder: "
-                "give the model a folder of its own."
-            )
-    if not folder.exists() or not any(folder.iterdir()) or args.overwrite:
+    if args.overwrite:
+        checkpoints.overwritable(folder, run_inputs(args))  # refuses to delete what is not the folder's own
         return
+    if not folder.exists() or not any(folder.iterdir()):
+        return
+    unfinished = checkpoints.unfinished_checkpoint(folder)
+    if unfinished is not None:
+        raise TrainingError(
+            f"{folder}: this folder holds checkpoint {checkpoints.step_of(unfinished)} of an unfinished run: "
+            "add --resume to continue or --overwrite to start again."
+        )
     if saved != settings_of(args):
         what = "a model trained with other settings" if saved else "files that are not a labelattn training run"
         raise FileExistsError(
             f"{folder} already holds {what}: pass --overwrite to replace it, --resume to continue its training, "
             "or choose another --output-dir."
         )
-
-
-def checkpoint_number(path: Path) -> int:
-    return int(path.name.rsplit("_", 1)[1])
-
-
-def last_checkpoint(folder: Path) -> Path:
-    """The newest complete checkpoint of the run in `folder`."""
-    complete = [path for path in (folder / CHECKPOINTS).glob("checkpoint_*") if (path / COMPLETE).is_file()]
-    if not complete:
-        raise TrainingError(
-            f"--resume: {folder / CHECKPOINTS} holds no complete checkpoint; train without --resume first."
-        )
-    return max(complete, key=checkpoint_number)
-
-
-def save_checkpoint(accelerator) -> None:
-    """`save_state`, then the completion mark, once every process has written its part."""
-    path = Path(accelerator.save_state())
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        (path / COMPLETE).touch()
 
 
 def launch_of(accelerator) -> dict:
@@ -266,6 +288,33 @@ def command_line(args: argparse.Namespace) -> str:
         if value is not True:
             words.append(str(value))
     return shlex.join(words)
+
+
+# ------------------------------------------------------------------------------------------------ the run log
+
+
+@dataclass
+class RunLog:
+    """The events of one process's run, for tests and debugging (see RUN_LOG_ENV); does nothing when unset."""
+
+    path: str | None = None
+    pause_at: str | None = None
+    counts: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def from_env(cls, rank: int) -> "RunLog":
+        path = os.environ.get(RUN_LOG_ENV)
+        return cls(f"{path}.rank{rank}" if path else None, os.environ.get(PAUSE_ENV))
+
+    def event(self, name: str, **fields) -> None:
+        self.counts[name] += 1
+        if self.path:
+            with open(self.path, "a") as log:
+                log.write(json.dumps({"event": name, **fields}) + "\n")
+        if self.pause_at in (name, f"{name}@{self.counts[name]}"):
+            self.event("paused", at=self.pause_at)
+            while True:  # until the test kills the process
+                time.sleep(60)
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -392,12 +441,6 @@ def format_scores(scores: dict[str, float]) -> str:
     return ", ".join(f"{name.replace('_', '-')} {value:.4f}" for name, value in scores.items())
 
 
-def log_sample_ids(path: Path, rank: int, progress: Progress, ids) -> None:
-    """Append one line per batch: which rows this process trained on, at which optimizer step (for tests)."""
-    with open(f"{path}.rank{rank}", "a") as log:
-        log.write(json.dumps({"epoch": progress.epoch, "step": progress.steps + 1, "ids": ids.tolist()}) + "\n")
-
-
 def optimizer_groups(model, args: argparse.Namespace) -> list[dict]:
     """A pretrained encoder learns slowly, the new head quickly; the embedding backbone is all new."""
     encoder = model.labelattn.encoder
@@ -409,48 +452,52 @@ def optimizer_groups(model, args: argparse.Namespace) -> list[dict]:
     return [group for group in groups if group["params"]]
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
+@dataclass
+class Training:
+    """A run once set up: the prepared model, optimizer, schedule and loaders, and where the run is."""
+
+    args: argparse.Namespace
+    accelerator: Any
+    data: Any  # labelattn.data.LabelledData
+    tokenizer: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    loaders: dict  # split name -> prepared DataLoader
+    metrics: dict
+    steps_per_epoch: int
+    log: RunLog
+    progress: Progress = field(default_factory=Progress)
+
+    @property
+    def output_dir(self) -> Path:
+        return self.args.output_dir
+
+
+def make_accelerator(args: argparse.Namespace):
     from accelerate import Accelerator
-    from accelerate.utils import DataLoaderConfiguration, ProjectConfiguration, set_seed
-    from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
+    from accelerate.utils import DataLoaderConfiguration
 
-    from labelattn import card
-    from labelattn.data import load_data
-
-    args.command_line = command_line(args)
-    args = resolve_defaults(args)
-    check_output_dir(args)
-    # Every user error surfaces here, before any process group or model exists.
-    data = load_data(
-        args.data,
-        args.validation_data,
-        args.test_data,
-        text_column=args.text_column,
-        label_column=args.label_column,
-        label_separator=args.label_separator,
-        seed=args.split_seed,
-    )
-    tokenizer = load_tokenizer(args.backbone)
-
-    output_dir: Path = args.output_dir
-    accelerator = Accelerator(
+    return Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision,
-        project_config=ProjectConfiguration(
-            project_dir=str(output_dir), automatic_checkpoint_naming=True, total_limit=2
-        ),
         # The data order depends on the seed and the epoch only: a resumed run replays it.
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
     )
+
+
+def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
+    """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints."""
+    import torch
+    from accelerate.utils import set_seed
+    from transformers import get_linear_schedule_with_warmup
+
     set_seed(args.seed)
     model = build_model(args, data.label_names, data.multi_label, len(tokenizer))
     max_length = min(args.max_length, model.config.max_seq_length)
     loaders = tokenized_loaders(data, tokenizer, args, max_length, args.seed)
     # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.
     optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
-
     # Each process gets every num_processes-th batch (the last ones padded to an even count).
     steps_per_epoch = math.ceil(
         math.ceil(len(loaders["train"]) / accelerator.num_processes) / args.gradient_accumulation_steps
@@ -466,92 +513,225 @@ def run(args: argparse.Namespace) -> int:
     model, optimizer, train_loader, validation_loader, test_loader, scheduler = accelerator.prepare(
         model, optimizer, loaders["train"], loaders["validation"], loaders["test"], scheduler
     )
-    progress = Progress()
-    accelerator.register_for_checkpointing(progress)
-    metrics = load_metrics(data.multi_label)
+    run = Training(
+        args=args,
+        accelerator=accelerator,
+        data=data,
+        tokenizer=tokenizer,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loaders={"train": train_loader, "validation": validation_loader, "test": test_loader},
+        metrics=load_metrics(data.multi_label),
+        steps_per_epoch=steps_per_epoch,
+        log=RunLog.from_env(accelerator.process_index),
+    )
+    accelerator.register_for_checkpointing(run.progress)
+    accelerator.register_save_state_pre_hook(lambda *_: run.log.event("save_state", step=run.progress.steps))
+    return run
 
-    if args.resume:
-        checkpoint = last_checkpoint(output_dir)
-        accelerator.wait_for_everyone()  # every process has found the same checkpoint before any is deleted
-        if accelerator.is_main_process:  # checkpoints cut short by the kill: their numbers are reused
-            for path in (output_dir / CHECKPOINTS).glob("checkpoint_*"):
-                if checkpoint_number(path) > checkpoint_number(checkpoint):
-                    shutil.rmtree(path)
-        accelerator.load_state(str(checkpoint))
-        check_launch(accelerator, progress.launch, args)
-        # Accelerate does not restore its checkpoint counter: continue the numbering after the one loaded.
-        accelerator.project_configuration.iteration = checkpoint_number(checkpoint) + 1
-        accelerator.print(f"Resumed at step {progress.steps} (epoch {progress.epoch + 1}, batch {progress.batches}).")
-    else:
-        if accelerator.is_main_process:
-            if args.overwrite:
-                shutil.rmtree(output_dir, ignore_errors=True)
-            shutil.rmtree(output_dir / CHECKPOINTS, ignore_errors=True)
-            (output_dir / CHECKPOINTS).mkdir(parents=True)
-            (output_dir / SETTINGS_FILE).write_text(json.dumps(settings_of(args), indent=2) + "\n")
-        progress.launch = launch_of(accelerator)
-        accelerator.wait_for_everyone()
 
+def start_fresh(run: Training) -> None:
+    """A new run: the folder emptied if --overwrite, an empty checkpoint folder, the settings recorded."""
+    if run.accelerator.is_main_process:
+        if run.args.overwrite:
+            checkpoints.delete(checkpoints.overwritable(run.output_dir, run_inputs(run.args)))
+        checkpoints.start(run.output_dir)
+        (run.output_dir / SETTINGS_FILE).write_text(json.dumps(settings_of(run.args), indent=2) + "\n")
+    run.progress.launch = launch_of(run.accelerator)
+    run.accelerator.wait_for_everyone()
+
+
+def resume(run: Training) -> None:
+    """Load the newest checkpoint that verifies (warning about damaged newer ones, deleting them and any cut short)."""
+    accelerator = run.accelerator
+    checkpoint = checkpoints.resumable_checkpoint(run.output_dir, warn=accelerator.print)
+    accelerator.wait_for_everyone()  # every process has chosen its checkpoint before any is deleted
+    if accelerator.is_main_process:
+        checkpoints.discard_after(run.output_dir, checkpoints.step_of(checkpoint))
+    accelerator.load_state(str(checkpoint))
+    check_launch(accelerator, run.progress.launch, run.args)
+    progress = run.progress
+    accelerator.print(f"Resumed at step {progress.steps} (epoch {progress.epoch + 1}, batch {progress.batches}).")
+    run.log.event("resumed", step=progress.steps)
+
+
+def all_finite(accelerator, tensors) -> bool:
+    """Whether every value of `tensors` is finite on every process (a collective: every process calls it)."""
+    import torch
+
+    finite = all(bool(torch.isfinite(t).all()) for t in tensors)
+    return bool(accelerator.gather(torch.tensor([finite], device=accelerator.device)).all())
+
+
+def diverged(run: Training, what: str, step: int) -> "TrainingError":
+    kept = checkpoints.complete_checkpoints(run.output_dir)
+    last = f"the last good checkpoint, {kept[-1]}, is kept" if kept else "no checkpoint had been saved yet"
+    return TrainingError(
+        f"{what} at step {step} (epoch {run.progress.epoch + 1}): training diverged, and no "
+        f"model was saved; {last}. Lower --learning-rate or --max-grad-norm, then train again with --overwrite."
+    )
+
+
+def training_step(run: Training, batch: dict):
+    """One forward and backward pass (and an optimizer step once the gradients are accumulated); the loss."""
+    accelerator, model = run.accelerator, run.model
+    with accelerator.accumulate(model):
+        loss = model(**batch).loss
+        if not all_finite(accelerator, [loss.detach()]):
+            raise diverged(run, f"The loss is {loss.item()}", run.progress.steps + 1)
+        accelerator.backward(loss)
+        if accelerator.sync_gradients:
+            accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad()
+    return loss
+
+
+def save_checkpoint(run: Training) -> None:
+    """`save_state` into checkpoint_<step>, then its checksums once every process has written its part."""
+    accelerator, step = run.accelerator, run.progress.steps
+    if not all_finite(accelerator, run.model.parameters()):
+        raise diverged(run, "Some weights are not finite", step)
+    path = checkpoints.checkpoint_dir(run.output_dir, step)
+    accelerator.save_state(str(path))
+    accelerator.wait_for_everyone()
+    run.log.event("checkpoint_written", step=step)
+    if accelerator.is_main_process:
+        checkpoints.mark_complete(path)
+        checkpoints.prune(run.output_dir)
+    accelerator.wait_for_everyone()
+    run.log.event("checkpoint_complete", step=step)
+
+
+def train_epoch(run: Training, bar) -> None:
+    """The rest of the current epoch, from the batch the progress says, with the checkpoints on the way."""
+    progress, loader = run.progress, run.loaders["train"]
+    loader.set_epoch(progress.epoch)
+    batches = run.accelerator.skip_first_batches(loader, progress.batches) if progress.batches else loader
+    for batch in batches:
+        ids = batch.pop("id")
+        run.log.event("batch", epoch=progress.epoch, step=progress.steps + 1, ids=ids.tolist())
+        loss = training_step(run, batch)
+        progress.batches += 1
+        if not run.accelerator.sync_gradients:
+            continue
+        progress.steps += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+        if progress.steps % run.args.checkpoint_every == 0:
+            save_checkpoint(run)
+
+
+def train_epochs(run: Training) -> dict[str, float]:
+    """Train to the last epoch, with a validation after each; the last validation scores ({} when resumed after
+    the last epoch)."""
+    from tqdm.auto import tqdm
+
+    args, progress, accelerator = run.args, run.progress, run.accelerator
     accelerator.print(
-        f"Training {args.backbone}/{args.pooling} on {data.source.name}: {data.split_record['sizes']} rows, "
-        f"{len(data.label_names)} labels, {args.epochs} epochs of {steps_per_epoch} steps, "
+        f"Training {args.backbone}/{args.pooling} on {run.data.source.name}: {run.data.split_record['sizes']} rows, "
+        f"{len(run.data.label_names)} labels, {args.epochs} epochs of {run.steps_per_epoch} steps, "
         f"{accelerator.num_processes} process(es) on {accelerator.device}."
     )
-    bar = tqdm(total=total_steps, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
-    model.train()
+    total = run.steps_per_epoch * args.epochs
+    bar = tqdm(total=total, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
+    run.model.train()
     validation = {}
     while progress.epoch < args.epochs:
-        train_loader.set_epoch(progress.epoch)
-        batches = accelerator.skip_first_batches(train_loader, progress.batches) if progress.batches else train_loader
-        for batch in batches:
-            ids = batch.pop("id")
-            if args.debug_sample_ids:
-                log_sample_ids(args.debug_sample_ids, accelerator.process_index, progress, ids)
-            with accelerator.accumulate(model):
-                loss = model(**batch).loss
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:
-                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-            progress.batches += 1
-            if not accelerator.sync_gradients:
-                continue
-            progress.steps += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-            if progress.steps % args.checkpoint_every == 0:
-                save_checkpoint(accelerator)
-            if progress.steps == args.debug_kill_at_step:
-                os.kill(os.getpid(), signal.SIGKILL)
+        train_epoch(run, bar)
         progress.epoch, progress.batches = progress.epoch + 1, 0
-        validation = evaluate_split(model, validation_loader, accelerator, metrics, data.multi_label)
+        run.log.event("evaluate", epoch=progress.epoch)
+        validation = evaluate(run, "validation")
         accelerator.print(f"epoch {progress.epoch}: validation {format_scores(validation)}")
     bar.close()
-    if progress.steps % args.checkpoint_every:
-        save_checkpoint(accelerator)
-    if not validation:  # resumed after the last epoch had finished: still report its metrics
-        validation = evaluate_split(model, validation_loader, accelerator, metrics, data.multi_label)
-    test = evaluate_split(model, test_loader, accelerator, metrics, data.multi_label)
+    if not checkpoints.is_complete(checkpoints.checkpoint_dir(run.output_dir, progress.steps)):
+        save_checkpoint(run)  # the final state, unless a checkpoint was saved (or resumed from) at this step
+    return validation
 
+
+def evaluate(run: Training, split: str) -> dict[str, float]:
+    return evaluate_split(run.model, run.loaders[split], run.accelerator, run.metrics, run.data.multi_label)
+
+
+def save_model(run: Training, scores: dict[str, dict]) -> None:
+    """The model folder: weights (finite, or refused), code, tokenizer and card; then the run is marked finished."""
+    from labelattn import card
+
+    accelerator = run.accelerator
+    if not all_finite(accelerator, run.model.parameters()):
+        raise diverged(run, "Some weights of the final model are not finite", run.progress.steps)
     accelerator.wait_for_everyone()
     # A collective under FSDP / DeepSpeed ZeRO-3 (the full weights are gathered), so every process calls it.
-    state_dict = accelerator.get_state_dict(model)
+    state_dict = accelerator.get_state_dict(run.model)
     if accelerator.is_main_process:
-        model = accelerator.unwrap_model(model)
-        model.save_pretrained(output_dir, state_dict=state_dict, save_function=accelerator.save)
-        tokenizer.save_pretrained(output_dir)
-        card.write_model_card(
-            output_dir, data, args, {"validation": validation, "test": test}, repo_id=args.push_to_hub
-        )
+        run.log.event("save_pretrained")
+        accelerator.unwrap_model(run.model).save_pretrained(run.output_dir, state_dict=state_dict)
+        run.log.event("tokenizer")
+        run.tokenizer.save_pretrained(run.output_dir)
+        run.log.event("card")
+        card.write_model_card(run.output_dir, run.data, run.args, scores, repo_id=run.args.push_to_hub)
+        run.log.event("finish")
+        checkpoints.mark_finished(run.output_dir)
     accelerator.wait_for_everyone()
-    accelerator.print(f"test {format_scores(test)}")
-    accelerator.print(f"Saved the model to {output_dir}")
-    if args.push_to_hub and accelerator.is_main_process:
-        url = card.push_to_hub(output_dir, args.push_to_hub, private=args.private)
-        accelerator.print(f"Pushed to {url}")
-    accelerator.end_training()
+
+
+def push(run: Training) -> None:
+    """Upload the saved folder; if that fails, the local model stays and the message says how to push it later."""
+    from labelattn import card
+
+    if not run.args.push_to_hub or not run.accelerator.is_main_process:
+        return
+    try:
+        url = card.push_to_hub(run.output_dir, run.args.push_to_hub, private=run.args.private)
+    except card.CardError as error:
+        raise TrainingError(
+            f"The model is saved in {run.output_dir}, but pushing it failed: {error} Push it later with "
+            f"`python -c \"from labelattn.card import push_to_hub; push_to_hub('{run.output_dir}', "
+            f"'{run.args.push_to_hub}')\"`."
+        ) from None
+    run.accelerator.print(f"Pushed to {url}")
+
+
+def load_training_data(args: argparse.Namespace):
+    from labelattn.data import load_data
+
+    return load_data(
+        args.data,
+        args.validation_data,
+        args.test_data,
+        text_column=args.text_column,
+        label_column=args.label_column,
+        label_separator=args.label_separator,
+        seed=args.split_seed,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from labelattn import card
+
+    args.command_line = command_line(args)
+    args = resolve_defaults(args)
+    check_output_dir(args)
+    if args.push_to_hub:
+        card.check_can_push(args.push_to_hub)
+    data = load_training_data(args)
+    tokenizer = load_tokenizer(args.backbone)
+    check_max_length(args, tokenizer)
+    # Every user error has surfaced by now, before any process group, model or file exists.
+    training = set_up(make_accelerator(args), args, data, tokenizer)
+    if args.resume:
+        resume(training)
+    else:
+        start_fresh(training)
+    validation = train_epochs(training)
+    scores = {"validation": validation or evaluate(training, "validation"), "test": evaluate(training, "test")}
+    save_model(training, scores)
+    training.accelerator.print(f"test {format_scores(scores['test'])}")
+    training.accelerator.print(f"Saved the model to {args.output_dir}")
+    push(training)
+    training.accelerator.end_training()
     return 0
 
 

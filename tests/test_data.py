@@ -1,6 +1,8 @@
 """Data loading: the built-in data sets and their fixed split, user files, every bad-input error, the metrics."""
 
+import argparse
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -9,8 +11,8 @@ import evaluate
 import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
-from labelattn.data import SPLITS, DataError, load_data, load_texts
-from labelattn.train import METRICS_DIR
+from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_texts
+from labelattn.train import METRICS_DIR, add_arguments
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +182,86 @@ def test_missing_file_and_unknown_type(tmp_path):
         load_data(str(tmp_path / "nothing.csv"))
     with pytest.raises(DataError, match=r"unknown file type '\.txt'"):
         load_data(write(tmp_path / "data.txt", "a\n"))
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    return write(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def two_classes(n: int = 40) -> list[dict]:
+    return [{"text": f"text {i}", "label": "ab"[i % 2]} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("stray", "expected"),
+    [
+        (["a", "b"], "The labels mix kinds (39 string, 1 list)"),
+        (5, "The labels mix kinds (39 string, 1 integer)"),
+        ({"x": 1}, "data.jsonl, line 4: the label {'x': 1} is of type dict"),
+        (True, "data.jsonl, line 4: the label True is of type bool"),
+    ],
+)
+def test_one_stray_label_does_not_change_the_task(tmp_path, stray, expected):
+    rows = two_classes()
+    rows[3]["label"] = stray
+    with pytest.raises(DataError) as error:
+        load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+    assert expected in str(error.value)
+    if "mix kinds" in expected:  # the stray row is named with its value
+        assert f"data.jsonl, line 4 ({stray!r})" in str(error.value)
+
+
+def test_a_stray_single_label_among_lists_is_named(tmp_path):
+    rows = [{"text": f"text {i}", "label": ["a", "b"][: 1 + i % 2]} for i in range(40)]
+    rows[7]["label"] = "a"
+    with pytest.raises(DataError, match=r"39 list, 1 string.*data.jsonl, line 8 \('a'\)"):
+        load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+
+
+def test_integer_labels_throughout_are_classes(tmp_path):
+    rows = [{"text": f"text {i}", "label": i % 2} for i in range(40)]
+    data = load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+    assert data.label_names == ["0", "1"] and not data.multi_label
+
+
+def test_a_text_that_is_not_a_string_is_named(tmp_path):
+    rows = two_classes()
+    rows[5]["text"] = 12345
+    with pytest.raises(DataError, match=r"data.jsonl, line 6: the text is not a string \(12345, of type int\)"):
+        load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+
+
+def test_files_with_no_rows_say_so(tmp_path):
+    with pytest.raises(DataError, match=r"has a header \(text,label\) but no rows"):
+        load_data(write(tmp_path / "data.csv", "text,label\n"))
+    with pytest.raises(DataError, match="holds no rows"):
+        load_data(write(tmp_path / "data.jsonl", "\n"))
+
+
+def test_a_class_too_small_to_split_is_named(tmp_path):
+    rows = [*two_classes(), {"text": "the only c", "label": "c"}]
+    with pytest.raises(DataError, match="class 'c' has only 1 row left to split"):
+        load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+
+
+def published_split_hashes() -> dict[str, dict[str, str]]:
+    """The ids hashes docs/training.md publishes for each built-in data set: {name: {split: hash}}."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    published = {}
+    for name in ("trec", "bbc-news"):
+        row = next(line for line in docs.splitlines() if line.startswith(f"| {name} | "))
+        published[name] = dict(zip(SPLITS, re.findall(r"`([0-9a-f]{16})`", row), strict=True))
+    return published
+
+
+@pytest.mark.parametrize("name", ["trec", "bbc-news"])
+def test_the_split_is_the_published_one(name, trec):
+    """Pins the split seed of the data module and of `labelattn train`: every model card publishes these hashes."""
+    data = trec if name == "trec" else load_data(name)
+    assert data.split_record["ids_sha256"] == published_split_hashes()[name]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).split_seed == data.split_record["seed"] == SPLIT_SEED
 
 
 def test_too_few_rows_for_a_stratified_split(tmp_path):

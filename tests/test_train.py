@@ -5,8 +5,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from conftest import FILLER
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn import cli
+from labelattn import card, checkpoints, cli
 from labelattn import train as train_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,8 +61,33 @@ def max_weight_difference(a: Path, b: Path) -> float:
     return max((first[k] - second[k]).abs().max().item() for k in first)
 
 
-def read_ids(path: Path, rank: int = 0) -> list[dict]:
-    return [json.loads(line) for line in Path(f"{path}.rank{rank}").read_text().splitlines()]
+def run_events(log: Path, name: str | None = None, rank: int = 0) -> list[dict]:
+    """The events a run logged (LABELATTN_RUN_LOG), of one kind if `name` is given."""
+    path = Path(f"{log}.rank{rank}")
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return [e for e in map(json.loads, lines) if name is None or e["event"] == name]
+
+
+def batches(log: Path, rank: int = 0) -> list[tuple]:
+    """(epoch, step, row ids) of every batch a process trained on."""
+    return [(e["epoch"], e["step"], e["ids"]) for e in run_events(log, "batch", rank)]
+
+
+def kill_run_at(event: str, log: Path, *args) -> None:
+    """Start a training run that pauses at `event` (LABELATTN_PAUSE_AT), and SIGKILL it there, from outside."""
+    env = {"OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", "LABELATTN_RUN_LOG": str(log), "LABELATTN_PAUSE_AT": event}
+    command = [sys.executable, "-m", "labelattn.train", *map(str, args)]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    while not run_events(log, "paused"):
+        if process.poll() is not None:
+            pytest.fail(f"the run ended (rc {process.returncode}) before {event}: {process.stderr.read()[-2000:]}")
+        assert time.monotonic() < deadline, f"the run never reached {event}"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
 
 
 def test_trained_folder_loads_and_predicts(tiny_csv, tmp_path):
@@ -88,38 +115,29 @@ def test_trained_folder_loads_and_predicts(tiny_csv, tmp_path):
 
 def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path):
     common = ["--data", tiny_csv, *TINY, "--checkpoint-every", "20"]
-    full = train(*common, "--output-dir", tmp_path / "full", "--debug-sample-ids", tmp_path / "full.ids")
+    full = train(*common, "--output-dir", tmp_path / "full", env={"LABELATTN_RUN_LOG": str(tmp_path / "full.log")})
     assert full.returncode == 0, full.stderr
-    # 90 batches of 4 in 3 epochs; killed at step 50, between the checkpoints of steps 40 and 60, in epoch 2.
-    killed = train(
-        *common, "--output-dir", tmp_path / "run", "--debug-sample-ids", tmp_path / "killed.ids",
-        "--debug-kill-at-step", "50",
-    )  # fmt: skip
-    assert killed.returncode == -9, killed.stderr
+    # 90 batches of 4 in 3 epochs; killed before step 51, between the checkpoints of steps 40 and 60, in epoch 2.
+    kill_run_at("batch@51", tmp_path / "killed.log", *common, "--output-dir", tmp_path / "run")
     assert not (tmp_path / "run" / "model.safetensors").exists()
     # A kill during a save leaves a checkpoint cut short (here: its weights only): resuming skips it.
-    checkpoints = tmp_path / "run" / "checkpoints"
-    partial = checkpoints / f"checkpoint_{len(list(checkpoints.glob('checkpoint_*'))) + 5}"
+    partial = checkpoints.checkpoint_dir(tmp_path / "run", 45)
     partial.mkdir()
-    shutil.copy(max(checkpoints.glob("checkpoint_*/model.safetensors")), partial / "model.safetensors")
+    shutil.copy(checkpoints.checkpoint_dir(tmp_path / "run", 40) / "model.safetensors", partial)
     # Launched otherwise (bf16 from the environment, as `accelerate launch --mixed_precision` sets it): refused.
     other = train(*common, "--output-dir", tmp_path / "run", "--resume", env={"ACCELERATE_MIXED_PRECISION": "bf16"})
     assert other.returncode == 2 and "launched otherwise" in other.stderr and "mixed_precision" in other.stderr
     resumed = train(
-        *common, "--output-dir", tmp_path / "run", "--resume", "--debug-sample-ids", tmp_path / "resumed.ids"
+        *common, "--output-dir", tmp_path / "run", "--resume", env={"LABELATTN_RUN_LOG": str(tmp_path / "resumed.log")}
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "Resumed at step 40" in resumed.stdout
 
     assert max_weight_difference(tmp_path / "full", tmp_path / "run") <= 1e-6
     # No step lost or repeated: the batches up to the checkpoint, then the resumed ones, are the uninterrupted run's.
-    uninterrupted, before, after = (
-        read_ids(tmp_path / "full.ids"),
-        read_ids(tmp_path / "killed.ids"),
-        read_ids(tmp_path / "resumed.ids"),
-    )
-    assert after[0]["step"] == 41
-    assert [b for b in before if b["step"] <= 40] + after == uninterrupted
+    uninterrupted, before, after = (batches(tmp_path / name) for name in ("full.log", "killed.log", "resumed.log"))
+    assert after[0][1] == 41
+    assert [b for b in before if b[1] <= 40] + after == uninterrupted
     assert not partial.exists()
 
 
@@ -129,17 +147,17 @@ def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
     launcher += ["--main_process_port", str(29500 + os.getpid() % 1000)]
     out = tmp_path / "model"
     result = train(
-        "--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out, "--debug-sample-ids", tmp_path / "ids",
-        env={"ACCELERATE_USE_CPU": "true"},
+        "--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out,
+        env={"ACCELERATE_USE_CPU": "true", "LABELATTN_RUN_LOG": str(tmp_path / "log")},
         launcher=launcher,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 process(es)" in result.stdout
-    ranks = [read_ids(tmp_path / "ids", rank) for rank in (0, 1)]
+    ranks = [batches(tmp_path / "log", rank) for rank in (0, 1)]
     assert len(ranks[0]) == len(ranks[1]) > 0
     for batch0, batch1 in zip(*ranks, strict=True):
-        assert batch0["step"] == batch1["step"] and not set(batch0["ids"]) & set(batch1["ids"])
-    seen = [i for rank in ranks for batch in rank for i in batch["ids"]]
+        assert batch0[1] == batch1[1] and not set(batch0[2]) & set(batch1[2])
+    seen = [i for rank in ranks for batch in rank for i in batch[2]]
     assert len(set(seen)) == len(seen) == 96  # every training row once: 96 rows = 12 steps x 2 ranks x 4
     model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
     assert model.config.num_labels == 3
@@ -203,14 +221,22 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
     train_module.add_arguments(parser)
     out = tmp_path / "run"
     first = train_module.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
-    (out / "checkpoints" / "checkpoint_0").mkdir(parents=True)
-    (out / "checkpoints" / "checkpoint_0" / train_module.COMPLETE).touch()
+    fake_checkpoint(out, 10)
     (out / train_module.SETTINGS_FILE).write_text(json.dumps(train_module.settings_of(first)))
     again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
     train_module.check_output_dir(train_module.resolve_defaults(parser.parse_args(again)))  # no error
     other = train_module.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
     with pytest.raises(train_module.TrainingError, match="other settings"):
         train_module.check_output_dir(other)
+
+
+def fake_checkpoint(out: Path, step: int) -> Path:
+    """A complete checkpoint folder holding one file."""
+    path = checkpoints.checkpoint_dir(out, step)
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(b"weights")
+    checkpoints.mark_complete(path)
+    return path
 
 
 def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_path, monkeypatch):
@@ -228,11 +254,100 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--backbone", "/no/such/encoder"], "neither 'embedding', 'minilm' nor a folder"),
         (["--epochs", "0"], "--epochs must be at least 1"),
         (["--validation-data", "x.csv"], "has its own fixed split"),
+        (["--learning-rate", "nan"], "--learning-rate must be a finite number above 0, got nan"),
+        (["--learning-rate", "inf"], "--learning-rate must be a finite number above 0, got inf"),
+        (["--learning-rate=-1e-3"], "--learning-rate must be a finite number above 0"),
+        (["--head-learning-rate", "nan"], "--head-learning-rate must be a finite number above 0"),
+        (["--max-grad-norm", "nan"], "--max-grad-norm must be a finite number above 0"),
+        (["--max-grad-norm", "0"], "--max-grad-norm must be a finite number above 0"),
+        (["--initializer-range", "inf"], "--initializer-range must be a finite number above 0"),
+        (["--weight-decay", "nan"], "--weight-decay must be a finite number, 0 or above"),
+        (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
+        (["--hidden-size", "0"], "--hidden-size must be at least 1"),
+        (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
+        (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path, options, expected):
     code, message = run_cli("--output-dir", tmp_path / "out", *options)
     assert code == 2 and expected in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_length_too_short_for_the_special_tokens_is_refused_before_any_folder(tiny_csv, tmp_path):
+    code, message = run_cli("--data", tiny_csv, "--max-length", "2", "--output-dir", tmp_path / "out")
+    assert code == 2 and "--max-length must be at least 3" in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_without_a_login_is_refused_before_training(tiny_csv, tmp_path, monkeypatch):
+    monkeypatch.setattr(card.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(card, "get_token", lambda: None)
+    code, message = run_cli("--data", tiny_csv, "--push-to-hub", "me/model", "--output-dir", tmp_path / "out")
+    assert code == 2 and "not logged in" in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_push_keeps_the_local_model_and_says_how_to_push_it(tiny_csv, tmp_path, monkeypatch):
+    monkeypatch.setattr(card, "check_can_push", lambda repo_id: None)
+
+    def unreachable(*args, **kwargs):
+        raise card.CardError("the upload to me/model failed (ConnectError: no route to host).")
+
+    monkeypatch.setattr(card, "push_to_hub", unreachable)
+    out = tmp_path / "out"
+    code, message = run_cli(
+        "--data", tiny_csv, *TINY, "--epochs", "1", "--push-to-hub", "me/model", "--output-dir", out
+    )
+    assert code == 2 and f"The model is saved in {out}" in message and "push_to_hub(" in message, message
+    assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
+
+
+def test_a_diverging_run_stops_naming_the_step_and_keeps_its_last_good_checkpoint(tiny_csv, tmp_path):
+    out = tmp_path / "out"
+    # With a learning rate of 1e30 the weights reach ~1e29 at step 2 (step 1 has a warm-up rate of 0), and the
+    # logits overflow at step 3.
+    result = train("--data", tiny_csv, *TINY, "--learning-rate", "1e30", "--checkpoint-every", "1", "--output-dir", out)
+    assert result.returncode == 2, result.stderr
+    assert "The loss is nan at step 3 (epoch 1): training diverged, and no model was saved" in result.stderr
+    assert f"the last good checkpoint, {checkpoints.checkpoint_dir(out, 2)}, is kept" in result.stderr
+    assert not (out / "model.safetensors").exists()
+    assert [path.name for path in checkpoints.complete_checkpoints(out)] == ["checkpoint_1", "checkpoint_2"]
+    assert checkpoints.damage(checkpoints.checkpoint_dir(out, 2)) is None
+
+
+@pytest.mark.parametrize("where", ["data", "validation", "backbone"])
+def test_overwrite_never_deletes_what_the_run_reads(tiny_csv, tmp_path, where):
+    out = tmp_path / "d"
+    out.mkdir()
+    given = shutil.copy(tiny_csv, out / "good.csv")
+    options = {"data": ["--data", given], "validation": ["--data", tiny_csv, "--validation-data", given]}
+    options["backbone"] = ["--data", tiny_csv, "--backbone", out]
+    if where == "backbone":  # training a model folder into itself
+        (out / "config.json").write_text("{}")
+    code, message = run_cli(*options[where], "--output-dir", out, "--overwrite", *TINY)
+    assert code == 2 and "--overwrite would delete" in message and "which this run reads" in message, message
+    assert str(out if where == "backbone" else given) in message
+    assert (out / "good.csv").read_text() == tiny_csv.read_text()
+
+
+def test_overwrite_refuses_a_folder_holding_other_files(tiny_csv, tmp_path):
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    (out / "notes.txt").write_text("my notes")
+    code, message = run_cli("--data", tiny_csv, "--output-dir", out, "--overwrite")
+    assert code == 2 and f"{out / 'notes.txt'}, which is not the output of a model folder" in message, message
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "notes.txt"]
+
+
+def test_checkpoints_of_an_unfinished_run_are_not_thrown_away(tiny_csv, tmp_path):
+    out = tmp_path / "run"
+    fake_checkpoint(out, 40)
+    code, message = run_cli("--data", tiny_csv, "--output-dir", out)
+    expected = "this folder holds checkpoint 40 of an unfinished run: add --resume to continue or --overwrite to start"
+    assert code == 2 and expected in message, message
+    assert checkpoints.damage(checkpoints.checkpoint_dir(out, 40)) is None
 
 
 def test_bad_data_error_reaches_the_user_with_file_and_row(tmp_path):
