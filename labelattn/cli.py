@@ -11,7 +11,19 @@ import sys
 
 COMMANDS = {
     "train": ("labelattn.train", "Train a label-attention classifier on a CSV/JSONL file or a built-in data set."),
-    "explain": ("labelattn.explain", "Show which words drove a model's prediction, by any explanation method."),
+    "predict": (
+        "labelattn.predict",
+        "Predict every row of a corpus (CSV, JSONL, Parquet, datasets folder) to a file; resumable, multi-process.",
+    ),
+    "explain": (
+        "labelattn.explain",
+        "Show which words drove a model's prediction, by any explanation method: for a few texts, or every row "
+        "of a corpus (--data) to a file.",
+    ),
+    "summarize": (
+        "labelattn.summarize",
+        "Across a corpus of explanations, the words that push texts towards each class (tables and a plot).",
+    ),
     "evaluate-explanations": (
         "labelattn.evaluate_explanations",
         "Measure the faithfulness of every explanation method on a data set "

@@ -1,11 +1,18 @@
-"""`labelattn explain`: the words that drove a model's prediction, in the terminal and optionally as HTML.
+"""`labelattn explain`: the words that drove a text classifier's prediction, for a few texts or a whole corpus.
 
-labelattn explain models/trec-embedding "Who wrote Hamlet ?" --method integrated_gradients
-labelattn explain --examples 5 --method shap --option n_samples=50 --html out.html
+A few texts, in the terminal (and optionally as HTML):
+  labelattn explain models/trec-embedding "Who wrote Hamlet ?" --method integrated_gradients
+  labelattn explain MODEL --examples 5 --method shap --option n_samples=50 --html out.html
+  labelattn explain NLI_MODEL "A man plays a guitar." --pair "Someone makes music."   (a text pair)
+
+A whole corpus, to a file (one row per text, or per class with --all-targets / --top-k), resumable:
+  labelattn explain MODEL --data tickets.csv --method label_attention --output out/tickets.parquet --summary
+  accelerate launch --num_processes 8 -m labelattn explain MODEL --data big.parquet --method integrated_gradients
+
+Options are KEY=VALUE with VALUE read as JSON: --option n_steps=64 --option tolerance=null.
 """
 
 import argparse
-import ast
 import html
 import os
 import sys
@@ -13,19 +20,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import DEFAULT_MODEL_DIR
+from .predict import DATA_HELP, add_corpus_arguments
 
 if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
     from explainers import Explanation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument(
         "model",
         nargs="?",
         default=str(DEFAULT_MODEL_DIR),
-        help=f"folder of a trained labelattn model (default: {DEFAULT_MODEL_DIR}, made by `labelattn train`)",
+        help=f"a text classifier: a local folder or a Hub id in the cache, any architecture (default: "
+        f"{DEFAULT_MODEL_DIR}, made by `labelattn train`)",
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to explain")
+    parser.add_argument(
+        "--pair",
+        action="append",
+        default=[],
+        metavar="TEXT_B",
+        help="the second text of a pair (premise/hypothesis, question/passage): one --pair per TEXT, in order",
+    )
     parser.add_argument("--examples", type=int, default=0, metavar="N", help="also explain N test texts of TREC")
     parser.add_argument(
         "--method",
@@ -37,14 +55,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--contrast", help='with --target: explain "target rather than this class" (a logit difference)'
     )
     parser.add_argument("--all-targets", action="store_true", help="explain every class of each text")
+    parser.add_argument("--top-k", type=int, metavar="K", help="explain the K most probable classes of each text")
     parser.add_argument(
         "--option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option of the method, e.g. n_steps=50 or baseline=zero (repeatable)",
+        help="an option of the method, VALUE as JSON, e.g. n_steps=50, baseline=zero, tolerance=null (repeatable)",
     )
+    parser.add_argument("--batch-size", type=int, default=16, help="texts explained together (default 16)")
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write the explanations as an HTML page")
+    corpus = parser.add_argument_group("a whole corpus (--data)")
+    corpus.add_argument("--data", metavar="DATA", help=f"explain every row of DATA instead of TEXTs: {DATA_HELP}")
+    add_corpus_arguments(corpus, default_output="outputs/explanations/<data>-<method>.parquet")
+    corpus.add_argument(
+        "--summary",
+        action="store_true",
+        help="also write the words that push texts towards each class (FILE.summary/: Markdown, CSV, PNG); "
+        "the same as `labelattn summarize FILE`",
+    )
 
 
 def parse_target(value: str | None) -> int | str | None:
@@ -52,20 +81,6 @@ def parse_target(value: str | None) -> int | str | None:
     if value is None:
         return None
     return int(value) if value.lstrip("-").isdigit() else value
-
-
-def parse_options(pairs: list[str]) -> dict:
-    """`["n_steps=50", "baseline=zero"]` -> `{"n_steps": 50, "baseline": "zero"}` (Python literals, else strings)."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--option {pair!r} is not KEY=VALUE, e.g. --option n_steps=50.")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return options
 
 
 def colour(word: str, value: float) -> str:
@@ -84,7 +99,7 @@ def render(exp: "Explanation", use_colour: bool) -> str:
     if exp.truncated:
         title += " · truncated"
     lines = [title]
-    if use_colour:
+    if use_colour and getattr(exp, "text_pair", None) is None:
         lines.append("".join(colour(piece, v) if v is not None else piece for piece, v in exp.segments()))
     lines.append("  ".join(f"{word} {score:+.3f}" for word, score in zip(exp.words, exp.scores, strict=True)))
     if exp.delta is not None:
@@ -99,45 +114,116 @@ def example_texts(n: int) -> list[str]:
     return list(load_data("trec").splits["test"]["text"][:n])
 
 
-def run(args: argparse.Namespace) -> int:
-    model_dir = Path(args.model)
-    if not model_dir.is_dir():
-        raise FileNotFoundError(
-            f"No model folder at {model_dir}: give the folder of a trained model first (then the texts), "
-            f"or train the default one with `labelattn train --output-dir {DEFAULT_MODEL_DIR}`."
-        )
-    if args.examples < 0:
-        raise ValueError(f"--examples {args.examples}: give a number of texts, 0 or more.")
-    texts = list(args.texts) + (example_texts(args.examples) if args.examples else [])
-    if not texts:
-        raise ValueError(
-            'Nothing to explain: give texts after the model folder, e.g. "Who wrote Hamlet ?", or --examples N.'
-        )
+def check_arguments(args: argparse.Namespace) -> None:
+    """Mistakes the arguments alone show, before the model loads."""
     if args.contrast is not None and args.target is None:
         raise ValueError("--contrast needs --target: explain --target A --contrast B, 'why A rather than B'.")
+    if sum((args.target is not None, args.all_targets, args.top_k is not None)) > 1:
+        raise ValueError("Give one of --target, --all-targets and --top-k.")
+    if args.data is not None:
+        if args.texts or args.examples or args.pair or args.html:
+            raise ValueError("--data explains a corpus: drop the TEXTs, --pair, --examples and --html.")
+        return
+    if args.summary:
+        raise ValueError("--summary summarizes a corpus: give --data (or run `labelattn summarize FILE`).")
+    if args.examples < 0:
+        raise ValueError(f"--examples {args.examples}: give a number of texts, 0 or more.")
+    if args.pair and len(args.pair) != len(args.texts):
+        raise ValueError(f"{len(args.pair)} --pair for {len(args.texts)} TEXTs: give one --pair per TEXT.")
+    if not args.texts and not args.examples:
+        raise ValueError(
+            'Nothing to explain: give texts after the model, e.g. "Who wrote Hamlet ?", --examples N, or --data DATA.'
+        )
 
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from explainers import explain
+def request(args: argparse.Namespace) -> dict:
+    """The target and options of `explain` from the arguments (options parsed by the one shared parser)."""
+    from explainers import parse_options
 
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
     target = parse_target(args.target)
     if args.contrast is not None:
         target = (target, parse_target(args.contrast))
-    options = parse_options(args.option)
-    if args.all_targets:
-        if target is not None:
-            raise ValueError("Give --all-targets or --target, not both.")
-        options["targets"] = "all"
-    results = explain(model, tokenizer, texts, method=args.method, target=target, **options)
+    return {"target": target, "options": parse_options(args.option)}
+
+
+def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
+    if args.data is not None:
+        return run_corpus(args)
+    if not Path(args.model).exists() and args.model == str(DEFAULT_MODEL_DIR):
+        raise FileNotFoundError(
+            f"No model folder at {args.model}: give a model first (then the texts), or train the default one with "
+            f"`labelattn train --output-dir {DEFAULT_MODEL_DIR}`."
+        )
+    from explainers import explain, load_classifier
+
+    texts = list(zip(args.texts, args.pair, strict=True)) if args.pair else list(args.texts)
+    texts += example_texts(args.examples) if args.examples else []
+    model, tokenizer = load_classifier(args.model)
+    asked = request(args)
+    results = explain(
+        model,
+        tokenizer,
+        texts,
+        method=args.method,
+        target=asked["target"],
+        targets="all" if args.all_targets else None,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        **asked["options"],
+    )
     flat = [exp for item in results for exp in (item if isinstance(item, list) else [item])]
 
     use_colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     print("\n\n".join(render(exp, use_colour) for exp in flat))
     if args.html:
         body = "\n".join(exp.to_html() for exp in flat)
-        page = f"<!doctype html><meta charset='utf-8'><title>{html.escape(str(model_dir))}</title>\n{body}\n"
+        page = f"<!doctype html><meta charset='utf-8'><title>{html.escape(str(args.model))}</title>\n{body}\n"
         args.html.write_text(page, encoding="utf-8")
         print(f"\nWrote {args.html}")
+    return 0
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
+    from accelerate import PartialState
+
+    from .corpus import explain_job, run_job
+    from .predict import check_output, finish, load_corpus, model_and_tokenizer, output_path, shard_folder
+    from .summarize import write_summary
+
+    output = output_path(args, "explanations", f"-{args.method}")
+    check_output(output, args.data, args.overwrite)
+    asked = request(args)
+    dataset = load_corpus(args.data, args.split)
+    model, tokenizer = model_and_tokenizer(args.model)
+    job = explain_job(
+        model,
+        tokenizer,
+        args.method,
+        asked["target"],
+        args.all_targets,
+        args.top_k,
+        asked["options"],
+        args.batch_size,
+        args.max_length,
+    )
+    report = run_job(
+        job,
+        model,
+        dataset,
+        shard_folder(output),
+        args.text_column,
+        args.text_pair_column,
+        args.id_column,
+        args.shard_size,
+        args.overwrite,
+        progress=not args.no_progress,
+        protected=[Path(args.data)] if Path(args.data).exists() else [],
+    )
+    finish(report, output)
+    if args.summary and PartialState().is_main_process:
+        folder = write_summary(report.dataset, output.with_name(output.name + ".summary"))
+        print(f"labelattn: wrote the corpus summary to {folder}", file=sys.stderr)
     return 0

@@ -1,0 +1,701 @@
+"""Predict and explain whole corpora: streamed in shards to Arrow files, resumable, split across processes.
+
+```python
+from labelattn.corpus import explain_dataset, predict_dataset
+predictions = predict_dataset(model, tokenizer, dataset, output_dir="out/predictions")
+explanations = explain_dataset(model, tokenizer, dataset, method="label_attention", output_dir="out/la")
+```
+
+The rows are cut into shards of `shard_size` rows (fixed by the row count alone, never by the number of
+processes, so that any launch makes the same shards). Each shard is read from the input's Arrow table, its texts
+predicted or explained together (the explainers batch them by length), and written as one Arrow file under a
+temporary name, renamed when complete. The folder records the run's settings in `run.json`: a run started again
+with the same settings skips the finished shards; other settings are refused. Under `accelerate launch` the
+pending shards are split across the processes (`PartialState.split_between_processes`); every process writes its
+own shards to the shared folder, and the result is the shards read back in order, memory-mapped: the corpus is
+never held in memory as Python objects, only one shard at a time.
+"""
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pyarrow as pa
+import torch
+
+SETTINGS_FILE = "run.json"
+SHARD_SUFFIX = ".arrow"
+DEFAULT_SHARD_SIZE = 1000
+# Label attention's classes × words matrix would make every row as large as all its --all-targets rows together:
+# the corpus files keep the method's scalar and per-word diagnostics only.
+DROPPED_EXTRAS = ("class_scores", "labels")
+
+TextInput = str | tuple[str, str]
+
+
+class CorpusError(ValueError):
+    """A corpus run that cannot start: a missing column, an output folder holding other results, ..."""
+
+
+# --------------------------------------------------------------------------------------------------- the input
+
+
+def check_columns(dataset: datasets.Dataset, text_column: str, text_pair_column: str | None) -> None:
+    for role, column in (("text", text_column), ("text pair", text_pair_column)):
+        if column is not None and column not in dataset.column_names:
+            raise CorpusError(
+                f"The data has no {role} column {column!r}; its columns are {dataset.column_names}: "
+                f"pass --{role.replace(' ', '-')}-column NAME."
+            )
+
+
+def check_iterable(data: Any) -> None:
+    """Refuse what is neither a `datasets.Dataset` nor an iterable of texts, before anything is read."""
+    if isinstance(data, datasets.DatasetDict):
+        raise CorpusError(f"The data holds the splits {list(data)}: pass one of them, e.g. data['test'].")
+    if isinstance(data, str | bytes | dict) or not isinstance(data, Iterable):
+        raise CorpusError(
+            f"data is a {type(data).__name__}: pass a datasets.Dataset, or a list (any iterable) of texts or of "
+            "(text, text_pair) tuples."
+        )
+
+
+def write_iterable(items: Iterable[TextInput], path: Path) -> None:
+    """Stream `items` (texts or `(text, text_pair)` tuples) into the Arrow file `path`, 10,000 at a time, as the
+    columns `text` and `text_pair` (null where an item is a single text)."""
+    schema = pa.schema([("text", pa.large_string()), ("text_pair", pa.large_string())])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts: list = []
+    pairs: list = []
+    with pa.OSFile(str(path) + ".tmp", "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for item in items:
+            is_pair = isinstance(item, tuple) and len(item) == 2
+            texts.append(item[0] if is_pair else item)
+            pairs.append(item[1] if is_pair else None)
+            if len(texts) == 10_000:
+                writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
+                texts, pairs = [], []
+        writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
+    os.replace(str(path) + ".tmp", path)
+
+
+def read_iterable(path: Path) -> datasets.Dataset:
+    """The file of `write_iterable`, memory-mapped; without its `text_pair` column when no item was a pair."""
+    dataset = datasets.Dataset.from_file(str(path))
+    if dataset.data.column("text_pair").null_count == len(dataset):
+        dataset = dataset.remove_columns("text_pair")
+    return dataset
+
+
+def _strings(values: list) -> pa.Array:
+    """Strings as they are; anything else (a number, None, bytes) as null: such a row gets an error, not a crash."""
+    return pa.array([v if isinstance(v, str) else None for v in values], type=pa.large_string())
+
+
+def fingerprint(dataset: datasets.Dataset) -> str:
+    """A digest of every value of every column, read in slices: equal exactly when the rows are equal."""
+    digest = hashlib.sha256(json.dumps(dataset.column_names).encode())
+    table = dataset.with_format("arrow")
+    for start in range(0, len(dataset), 10_000):
+        for column in table[start : start + 10_000].columns:
+            digest.update(json.dumps(column.to_pylist(), default=str, ensure_ascii=False).encode())
+    return digest.hexdigest()[:32]
+
+
+def model_identity(model: torch.nn.Module) -> dict[str, Any]:
+    """What names the model in `run.json`: its folder (resolved) or Hub id, a digest of its config, and a digest of
+    up to 4,096 evenly spaced values of every weight (a model retrained in the same folder differs; reading a
+    sample keeps this fast for large models, and the values are copied, not computed, so any device agrees)."""
+    config = model.config.to_dict()
+    source = str(config.pop("_name_or_path", "") or "")
+    config.pop("transformers_version", None)
+    weights = hashlib.sha256()
+    for name, param in sorted(model.state_dict().items()):
+        values = param.detach().flatten()
+        sample = values[:: max(1, values.numel() // 4096)]
+        weights.update(name.encode() + str(tuple(param.shape)).encode() + sample.float().cpu().numpy().tobytes())
+    return {
+        "name_or_path": str(Path(source).resolve()) if source and Path(source).exists() else source,
+        "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16],
+        "weights_sha256": weights.hexdigest()[:16],
+    }
+
+
+def read_texts(table: pa.Table, text_column: str, text_pair_column: str | None) -> list[Any]:
+    """The texts of a shard: values of the text column, or `(text, text_pair)` tuples."""
+    texts = table.column(text_column).to_pylist()
+    if text_pair_column is None:
+        return texts
+    return list(zip(texts, table.column(text_pair_column).to_pylist(), strict=True))
+
+
+def text_error(value: Any) -> str | None:
+    """Why a text (or a `(text, text_pair)` tuple) cannot be read by the model, or None when it can."""
+    parts = value if isinstance(value, tuple) else (value,)
+    for name, part in zip(("text", "text pair"), parts, strict=False):
+        if not isinstance(part, str):
+            return f"the {name} is {'missing' if part is None else f'a {type(part).__name__}, not a string'}"
+        if not part.strip():
+            return f"the {name} is empty"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------- the jobs
+
+
+@dataclass
+class Job:
+    """What a corpus run computes for each shard.
+
+    Attributes:
+        settings: what must be equal for a folder's shards to be reused (recorded in `run.json`).
+        features: the result columns and their types (every shard has exactly these, whatever its rows).
+        compute: the result rows of a list of valid texts: one list of rows (dicts) per text.
+    """
+
+    settings: dict[str, Any]
+    features: datasets.Features
+    compute: Callable[[list[TextInput]], list[list[dict[str, Any]]]]
+
+
+def predict_job(
+    model: torch.nn.Module, tokenizer, batch_size: int, max_length: int | None, threshold: float | None
+) -> Job:
+    """The predicted label(s) and every class's probability (`prob_<label>` columns)."""
+    from explainers import predict
+
+    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    multi_label = model.config.problem_type == "multi_label_classification"
+    if threshold is not None and not multi_label:
+        raise CorpusError("--threshold applies to multi-label models; this model predicts one class per text.")
+    threshold = 0.5 if threshold is None else threshold
+    if not 0 < threshold < 1:
+        raise CorpusError(f"threshold={threshold}: give a probability strictly between 0 and 1.")
+    predicted = "predicted_labels" if multi_label else "predicted_label"
+    features = datasets.Features(
+        {
+            predicted: datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string"),
+            "probability": datasets.Value("float32"),
+            **{f"prob_{label}": datasets.Value("float32") for label in labels},
+            "truncated": datasets.Value("bool"),
+        }
+    )
+
+    def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
+        result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length)
+        rows = []
+        for probs, truncated in zip(result.probabilities.tolist(), result.truncated, strict=True):
+            best = max(range(len(labels)), key=probs.__getitem__)
+            if multi_label:
+                label = [name for name, p in zip(labels, probs, strict=True) if p >= threshold]
+            else:
+                label = labels[best]
+            by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
+            rows.append([{predicted: label, "probability": probs[best], **by_class, "truncated": truncated}])
+        return rows
+
+    settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
+    return Job(settings, features, compute)
+
+
+EXPLANATION_FEATURES = {
+    "target": datasets.Value("int64"),
+    "target_label": datasets.Value("string"),
+    "probability": datasets.Value("float64"),
+    "words": datasets.List(datasets.Value("string")),
+    "spans": datasets.List(datasets.List(datasets.Value("int64"))),
+    "scores": datasets.List(datasets.Value("float64")),
+    "score": datasets.Value("float64"),
+    "baseline_score": datasets.Value("float64"),
+    "delta": datasets.Value("float64"),
+    # For a pair: 0 or 1 per word, the segment (text, text_pair) whose span it is; null for single texts.
+    "word_segments": datasets.List(datasets.Value("int8")),
+    "extras": datasets.Value("string"),
+    "truncated": datasets.Value("bool"),
+}
+
+
+def explain_job(
+    model: torch.nn.Module,
+    tokenizer,
+    method: str,
+    target: Any,
+    all_targets: bool,
+    top_k: int | None,
+    options: dict[str, Any],
+    batch_size: int,
+    max_length: int | None,
+) -> Job:
+    """Word scores of each text by `method`: one row per text, or per class with `all_targets` / `top_k`."""
+    from explainers import ExplainerInputError, explain, get_explainer
+    from explainers.targets import class_index
+
+    # Every choice a user can get wrong is checked here, before the first shard.
+    get_explainer(model, tokenizer, method).check_options(dict(options))
+    id2label = {int(k): v for k, v in model.config.id2label.items()}
+    for part in target if isinstance(target, tuple) else (target,):
+        if part is not None:
+            class_index(part, id2label)
+    if sum((target is not None, all_targets, top_k is not None)) > 1:
+        raise CorpusError("Give at most one of target, all_targets and top_k.")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise CorpusError(f"top_k={top_k!r}: give a number of classes, at least 1.")
+    features = dict(EXPLANATION_FEATURES)
+    if isinstance(target, tuple):
+        features["contrast_label"] = datasets.Value("string")
+    if all_targets or top_k is not None:
+        features["rank"] = datasets.Value("int64")
+    request = {"method": method, "target": target, "batch_size": batch_size, "max_length": max_length, **options}
+    if all_targets:
+        request["targets"] = "all"
+    if top_k is not None:
+        request["top_k"] = top_k
+
+    def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
+        try:
+            results = explain(model, tokenizer, texts, **request)
+        except ExplainerInputError:
+            # A text the batch cannot take (say, one no token of which the model knows): explain each alone, so
+            # that only that row carries the error.
+            return [_explain_alone(text) for text in texts]
+        return [_rows(result) for result in results]
+
+    def _explain_alone(text: TextInput) -> list[dict[str, Any]]:
+        try:
+            return _rows(explain(model, tokenizer, [text], **request)[0])
+        except ExplainerInputError as error:
+            return [{"error": str(error)}]
+
+    def _rows(result) -> list[dict[str, Any]]:
+        if not isinstance(result, list):
+            return [explanation_row(result, features)]
+        if all_targets:
+            # Every class, in class order; its rank by probability says which were likely.
+            order = sorted(range(len(result)), key=lambda i: -result[i].probability)
+            ranks = {i: rank for rank, i in enumerate(order, start=1)}
+            return [{**explanation_row(exp, features), "rank": ranks[i]} for i, exp in enumerate(result)]
+        return [{**explanation_row(exp, features), "rank": rank} for rank, exp in enumerate(result, start=1)]
+
+    settings = {
+        "task": "explain",
+        "method": method,
+        "options": options,
+        "target": list(target) if isinstance(target, tuple) else target,
+        "all_targets": all_targets,
+        "top_k": top_k,
+        "max_length": max_length,
+    }
+    return Job(settings, datasets.Features(features), compute)
+
+
+def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:
+    """One `Explanation` as a row of the corpus file: the columns of `features` it has."""
+    record = exp.to_dict()
+    record["extras"] = json.dumps({k: v for k, v in exp.extras.items() if k not in DROPPED_EXTRAS})
+    return {name: record.get(name) for name in features}
+
+
+# --------------------------------------------------------------------------------------------------- the folder
+
+
+class ShardFolder:
+    """The output folder of a corpus run: `run.json` (the settings) and `00000.arrow`, `00001.arrow`, ..."""
+
+    def __init__(self, path: Path, num_shards: int = 0):
+        self.path = Path(path)
+        self.num_shards = num_shards
+
+    @property
+    def input_file(self) -> Path:
+        """Where an iterable input is written, to be read in shards like a `datasets.Dataset`."""
+        return self.path / "input.arrow"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.path / SETTINGS_FILE
+
+    def shard(self, index: int) -> Path:
+        return self.path / f"{index:05d}{SHARD_SUFFIX}"
+
+    def own_files(self) -> list[Path]:
+        """The files a run writes here (what --overwrite may delete): the settings, shards, unfinished shards and
+        the scratch copy of an iterable input."""
+        if not self.path.is_dir():
+            return []
+        return sorted(
+            p
+            for p in self.path.iterdir()
+            if p.is_file()
+            and (
+                p.name in (SETTINGS_FILE, "input.arrow", "input.arrow.tmp")
+                or (p.name[:5].isdigit() and (p.name.endswith(SHARD_SUFFIX) or ".tmp-" in p.name))
+            )
+        )
+
+    def check_owned(self, protected: list[Path]) -> None:
+        """Refuse a folder that holds files no corpus run wrote, or would hold or replace a file the run reads."""
+        for path in protected:
+            path = Path(path).resolve()
+            if path == self.path.resolve() or self.path.resolve() in path.parents:
+                raise CorpusError(f"The output folder {self.path} holds the input {path}: choose another output.")
+        if not self.path.exists():
+            return
+        if not self.path.is_dir():
+            raise CorpusError(f"{self.path} is a file, not a folder: choose another output.")
+        foreign = sorted({p.name for p in self.path.iterdir()} - {p.name for p in self.own_files()})
+        if foreign:
+            raise CorpusError(
+                f"{self.path} holds files that are not a corpus run's ({', '.join(foreign[:5])}): choose a new or "
+                "empty folder; --overwrite never deletes them."
+            )
+
+    def check_settings(self, settings: dict[str, Any], overwrite: bool) -> None:
+        """Refuse a folder holding the results of a run with other settings, unless `overwrite`. Reads only:
+        every process calls it, so that all refuse together."""
+        if overwrite or not self.settings_file.exists():
+            return
+        recorded = json.loads(self.settings_file.read_text(encoding="utf-8"))
+        wanted = json.loads(json.dumps(settings))
+        differences = [
+            f"{key}: {recorded.get(key)!r} there, {wanted.get(key)!r} now"
+            for key in sorted(set(recorded) | set(wanted))
+            if recorded.get(key) != wanted.get(key)
+        ]
+        if differences:
+            raise CorpusError(
+                f"{self.path} holds the results of another run ({'; '.join(differences)}). Pass --overwrite "
+                "(overwrite=True) to replace them, or choose another output."
+            )
+
+    def prepare(self, settings: dict[str, Any], overwrite: bool) -> None:
+        """Main process only: empty the folder of its own files when overwriting, drop unfinished shards of a
+        killed run, and record the settings."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for path in self.own_files():
+            if (overwrite and path.name not in ("input.arrow",)) or ".tmp-" in path.name:
+                path.unlink()
+        self.settings_file.write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    def pending(self) -> list[int]:
+        return [i for i in range(self.num_shards) if not self.shard(i).exists()]
+
+    def finished(self) -> int:
+        return sum(self.shard(i).exists() for i in range(self.num_shards))
+
+    def write(self, index: int, table: pa.Table, rank: int) -> None:
+        """Write a shard under a temporary name, then rename it: a shard file that exists is complete."""
+        temporary = self.path / f"{index:05d}.tmp-{rank}"
+        with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(temporary, self.shard(index))
+
+    def dataset(self) -> datasets.Dataset:
+        """The shards in order, memory-mapped, as one `datasets.Dataset`."""
+        missing = [i for i in range(self.num_shards) if not self.shard(i).exists()]
+        if missing:
+            raise CorpusError(
+                f"{len(missing)} shard(s) of {self.path} are missing (first {missing[0]}) after every process "
+                "finished: on several machines the output folder must be on a file system they all share."
+            )
+        return datasets.concatenate_datasets(
+            [datasets.Dataset.from_file(str(self.shard(i))) for i in range(self.num_shards)]
+        )
+
+
+# --------------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class CorpusReport:
+    """What a corpus run did: the rows, the shards computed here and skipped as already finished, the time."""
+
+    dataset: datasets.Dataset
+    folder: Path
+    rows: int
+    shards_computed: int
+    shards_skipped: int
+    seconds: float
+    processes: int
+
+    def summary(self) -> str:
+        rate = self.rows / self.seconds if self.seconds > 0 else float("inf")
+        skipped = f", {self.shards_skipped} already done" if self.shards_skipped else ""
+        return (
+            f"{self.rows} rows in {self.seconds:.1f} s ({rate:.1f} rows/s, {self.processes} process(es), "
+            f"{self.shards_computed} shard(s) computed{skipped}) -> {self.folder}"
+        )
+
+
+def run_job(
+    job: Job,
+    model: torch.nn.Module,
+    data: datasets.Dataset | Iterable[TextInput],
+    output_dir: str | Path | None,
+    text_column: str,
+    text_pair_column: str | None,
+    id_column: str | None,
+    shard_size: int,
+    overwrite: bool,
+    progress: bool,
+    protected: Iterable[Path] = (),
+) -> CorpusReport:
+    """Run `job` over `data` shard by shard, in the processes of `accelerate launch` (or this one alone).
+
+    `protected`: files the run reads (the input file), which the output folder must neither hold nor replace.
+    """
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    # PartialState: the process layout of `accelerate launch` without Accelerator's training machinery. It reads
+    # ACCELERATE_USE_CPU only when told to: without it two CPU processes would each run alone on every row.
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise CorpusError(f"shard_size={shard_size!r}: give a number of rows, at least 1.")
+    if output_dir is None:
+        if state.num_processes > 1:
+            raise CorpusError("Several processes need one output folder they all write to: pass output_dir.")
+        output_dir = tempfile.mkdtemp(prefix="labelattn-corpus-")
+    folder = ShardFolder(Path(output_dir))
+    folder.check_owned(list(protected))
+    if isinstance(data, datasets.Dataset):
+        dataset = data
+    else:
+        # An iterable is read once, by the main process, into the folder; every process maps that file.
+        check_iterable(data)
+        if state.is_main_process:
+            write_iterable(data, folder.input_file)
+        state.wait_for_everyone()
+        dataset = read_iterable(folder.input_file)
+        text_column, text_pair_column = "text", "text_pair" if "text_pair" in dataset.column_names else None
+    check_columns(dataset, text_column, text_pair_column)
+    check_result_columns(dataset, job, id_column)
+    settings = {
+        **job.settings,
+        "model": model_identity(model),
+        "text_column": text_column,
+        "text_pair_column": text_pair_column,
+        "shard_size": shard_size,
+        "input": {"rows": len(dataset), "fingerprint": fingerprint(dataset)},
+    }
+    if not len(dataset):
+        raise CorpusError("The data holds no rows.")
+    folder.num_shards = math.ceil(len(dataset) / shard_size)
+    folder.check_settings(settings, overwrite)  # every process: all refuse together, before any write
+    state.wait_for_everyone()
+    if state.is_main_process:
+        folder.prepare(settings, overwrite)
+    state.wait_for_everyone()
+    pending = folder.pending()
+    state.wait_for_everyone()  # every process has listed the shards before any is written
+
+    start = time.perf_counter()
+    bar = None
+    if progress and state.is_main_process:
+        from tqdm.auto import tqdm
+
+        done = (folder.num_shards - len(pending)) * shard_size
+        bar = tqdm(total=len(dataset), initial=min(done, len(dataset)), unit="rows", dynamic_ncols=True)
+    table = dataset.with_format("arrow")
+    with state.split_between_processes(pending) as mine:
+        for index in mine:
+            rows = table[index * shard_size : (index + 1) * shard_size]
+            shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, id_column)
+            folder.write(index, shard, state.process_index)
+            if bar is not None:
+                # The shards finished in the shared folder: the progress of every process, not only this one.
+                bar.update(min(folder.finished() * shard_size, len(dataset)) - bar.n)
+    state.wait_for_everyone()
+    if bar is not None:
+        bar.update(len(dataset) - bar.n)
+        bar.close()
+    return CorpusReport(
+        dataset=folder.dataset(),
+        folder=folder.path,
+        rows=len(dataset),
+        shards_computed=len(pending),
+        shards_skipped=folder.num_shards - len(pending),
+        seconds=time.perf_counter() - start,
+        processes=state.num_processes,
+    )
+
+
+def check_result_columns(dataset: datasets.Dataset, job: Job, id_column: str | None) -> None:
+    if id_column is not None and id_column not in dataset.column_names:
+        raise CorpusError(
+            f"The data has no id column {id_column!r}; its columns are {dataset.column_names}: pass --id-column NAME."
+        )
+    clash = sorted(set(dataset.column_names) & ({"row", "error"} | set(job.features)))
+    if clash:
+        raise CorpusError(
+            f"The data's column(s) {clash} would be overwritten by the results: rename them first "
+            "(dataset.rename_column) or drop them."
+        )
+
+
+def shard_table(
+    job: Job, rows: pa.Table, first_row: int, text_column: str, text_pair_column: str | None, id_column: str | None
+) -> pa.Table:
+    """One shard's output: `row` (the input's row number), the id column, the input's other columns, the results,
+    and `error` (null unless the row could not be read). A row with several results (one per class) repeats its
+    input columns."""
+    texts = read_texts(rows, text_column, text_pair_column)
+    errors = [text_error(text) for text in texts]
+    valid = [i for i, error in enumerate(errors) if error is None]
+    with warnings.catch_warnings():
+        # Truncation is a column of the output, not a warning per row.
+        warnings.filterwarnings("ignore", message=".*longer than .* tokens")
+        computed = iter(job.compute([texts[i] for i in valid]) if valid else [])
+    take, results = [], []
+    for i, error in enumerate(errors):
+        for result in [{"error": error}] if error is not None else next(computed):
+            take.append(i)
+            results.append(result)
+    features = datasets.Features({**job.features, "error": datasets.Value("string")})
+    result_table = pa.Table.from_pylist(
+        [{name: r.get(name) for name in features} for r in results], schema=features.arrow_schema
+    )
+    inputs = rows.take(pa.array(take, type=pa.int64()))
+    columns = {"row": pa.array([first_row + i for i in take], type=pa.int64())}
+    order = ([id_column] if id_column else []) + [c for c in inputs.column_names if c != id_column]
+    columns.update({name: inputs.column(name) for name in order})
+    columns.update({name: result_table.column(name) for name in result_table.column_names})
+    return pa.table(columns)
+
+
+# --------------------------------------------------------------------------------------------------- public API
+
+
+def predict_dataset(
+    model: torch.nn.Module,
+    tokenizer,
+    data: datasets.Dataset | Iterable[TextInput],
+    output_dir: str | Path | None = None,
+    text_column: str = "text",
+    text_pair_column: str | None = None,
+    id_column: str | None = None,
+    threshold: float | None = None,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> datasets.Dataset:
+    """The predicted label and every class probability of each row of `data`, in its order, its columns kept.
+
+    Args:
+        data: a `datasets.Dataset` (its `text_column`, and `text_pair_column` for pairs), or an iterable of texts
+            or `(text, text_pair)` tuples.
+        output_dir: the folder of the shards and `run.json`; a run there with the same settings is resumed.
+            Default: a new temporary folder (one process only).
+        threshold: multi-label models only: the probability from which a label is predicted (default 0.5).
+        max_length: longest input in tokens (default: all the model reads); longer texts are marked `truncated`.
+        shard_size: rows per shard, the unit of work, of resuming and of the split across processes.
+        overwrite: replace a folder's results of other settings (only its own files are deleted).
+
+    Returns:
+        A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
+        a list, for a multi-label model), `probability` of the predicted class, `prob_<label>` for every class,
+        `truncated`, and `error` (why a row's text could not be read, else None).
+    """
+    job = predict_job(model, tokenizer, batch_size, max_length, threshold)
+    return run_job(
+        job, model, data, output_dir, text_column, text_pair_column, id_column, shard_size, overwrite, progress
+    ).dataset
+
+
+def explain_dataset(
+    model: torch.nn.Module,
+    tokenizer,
+    data: datasets.Dataset | Iterable[TextInput],
+    method: str = "integrated_gradients",
+    output_dir: str | Path | None = None,
+    target: Any = None,
+    all_targets: bool = False,
+    top_k: int | None = None,
+    options: dict[str, Any] | None = None,
+    text_column: str = "text",
+    text_pair_column: str | None = None,
+    id_column: str | None = None,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> datasets.Dataset:
+    """The explanation of each row of `data` by `method`, in its order, its columns kept.
+
+    Args:
+        target: None (the predicted class), a class index or label name, or a pair `(a, b)` ("a rather than b").
+        all_targets: one row per class of each text (with its `rank` by probability).
+        top_k: one row for each of the k most probable classes of each text (`rank` 1 the most probable).
+        options: the method's options, e.g. `{"n_steps": 64}`.
+        Other arguments as in `predict_dataset`.
+
+    Returns:
+        A memory-mapped `datasets.Dataset`: `row`, the input's columns, `target`, `target_label`, `probability`,
+        `words`, `spans`, `scores`, `score` / `baseline_score` / `delta` (Integrated Gradients and SHAP),
+        `extras` (the method's other diagnostics as JSON, e.g. IG's `n_steps`), `truncated`, `error`; and
+        `word_segments` for pairs, `contrast_label` for a pair target, `rank` with `all_targets` / `top_k`.
+    """
+    options = dict(options or {})
+    job = explain_job(
+        model,
+        tokenizer,
+        method,
+        target,
+        all_targets,
+        top_k,
+        options,
+        batch_size,
+        max_length,
+    )
+    return run_job(
+        job, model, data, output_dir, text_column, text_pair_column, id_column, shard_size, overwrite, progress
+    ).dataset
+
+
+# --------------------------------------------------------------------------------------------------- files
+
+
+def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) -> Path:
+    """Write `dataset` to `path` in the format of its extension, `batch_rows` rows at a time: `.parquet` (nested
+    lists as lists), `.jsonl` (one JSON object per line), `.csv` (lists and dicts as JSON strings). The file is
+    written under a temporary name and renamed, so that it is never seen half-written."""
+    import csv
+
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".csv"):
+        raise CorpusError(f"{path}: end the file name with .parquet, .jsonl or .csv to pick the format.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    table = dataset.with_format("arrow")
+    batches = (table[start : start + batch_rows] for start in range(0, len(dataset), batch_rows))
+    if suffix == ".parquet":
+        with pq.ParquetWriter(temporary, dataset.features.arrow_schema) as writer:
+            for batch in batches:
+                writer.write_table(batch.cast(dataset.features.arrow_schema))
+    else:
+        with temporary.open("w", encoding="utf-8", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=dataset.column_names) if suffix == ".csv" else None
+            if writer is not None:
+                writer.writeheader()
+            for batch in batches:
+                for row in batch.to_pylist():
+                    if writer is None:
+                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    else:
+                        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
+    os.replace(temporary, path)
+    return path

@@ -1,0 +1,188 @@
+"""`labelattn summarize EXPLANATIONS`: across a corpus, the words that push texts towards each class.
+
+labelattn summarize out/tickets.parquet                 # writes out/tickets.parquet.summary/
+labelattn summarize out/tickets.jsonl --top 20 --min-texts 10
+
+For each class, over the rows explained for it (its predicted texts, or every text with --all-targets), each
+word (lower-cased; words without a letter or digit left out) gets:
+  push     = the sum of its scores / the class's texts: how much it moves an average text towards the class;
+             both how often the word occurs and how strongly it pushes (ranked by this, highest first)
+  mean     = its mean signed score where it occurs (how strongly, when it is there)
+  count    = its occurrences; texts = the class's texts holding it, and share = texts / the class's texts
+Written as summary.md (a table per class), summary.csv (every word kept) and summary.png (a bar chart per class).
+"""
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # datasets and matplotlib load in `run` only
+    import datasets
+
+
+@dataclass
+class WordStat:
+    word: str
+    push: float
+    mean: float
+    count: int
+    texts: int
+    share: float
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument(
+        "explanations", type=Path, help="the output of `labelattn explain --data` (.parquet/.jsonl/.csv)"
+    )
+    parser.add_argument("--output-dir", type=Path, help="where to write (default: EXPLANATIONS.summary/)")
+    parser.add_argument("--top", type=int, default=15, help="words per class in the Markdown table and the plot")
+    parser.add_argument(
+        "--min-texts",
+        type=int,
+        default=None,
+        help="leave out words found in fewer texts of the class (default: "
+        "3, or 1 when the class has fewer than 30 texts)",
+    )
+
+
+def word_key(word: str) -> str | None:
+    """The form words are counted under: lower-case; None for punctuation and symbols alone."""
+    return word.lower() if any(c.isalnum() for c in word) else None
+
+
+def corpus_statistics(
+    dataset: "datasets.Dataset", batch_rows: int = 1000
+) -> tuple[dict[str, list[WordStat]], dict[str, int]]:
+    """For each class (target label), every word's `WordStat`, highest push first, and the class's number of
+    texts; read `batch_rows` rows at a time. Rows with an error are skipped. The columns `words` and `scores` may
+    be lists or JSON strings (CSV)."""
+    totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0, 0]))
+    class_texts: dict[str, int] = defaultdict(int)
+    table = dataset.with_format("arrow")
+    for start in range(0, len(dataset), batch_rows):
+        for row in table[start : start + batch_rows].select(["target_label", "words", "scores", "error"]).to_pylist():
+            if row["error"] is not None:
+                continue
+            words, scores = (json.loads(v) if isinstance(v, str) else v for v in (row["words"], row["scores"]))
+            label = row["target_label"]
+            class_texts[label] += 1
+            seen = set()
+            for word, score in zip(words, scores, strict=True):
+                key = word_key(word)
+                if key is None or not math.isfinite(score):
+                    continue
+                entry = totals[label][key]
+                entry[0] += score
+                entry[1] += 1
+                if key not in seen:
+                    entry[2] += 1
+                    seen.add(key)
+    stats = {
+        label: sorted(
+            (
+                WordStat(word, total / class_texts[label], total / count, count, texts, texts / class_texts[label])
+                for word, (total, count, texts) in words.items()
+            ),
+            key=lambda stat: (-stat.push, stat.word),
+        )
+        for label, words in sorted(totals.items())
+    }
+    return stats, dict(class_texts)
+
+
+def top_words(stats: list[WordStat], top: int, min_texts: int | None) -> list[WordStat]:
+    """The `top` words that push most, among those in at least `min_texts` texts (see --min-texts)."""
+    if min_texts is None:
+        min_texts = 3 if stats and max(s.texts for s in stats) >= 30 else 1
+    return [s for s in stats if s.texts >= min_texts][:top]
+
+
+def markdown(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, texts: dict[str, int]) -> str:
+    lines = ["# What pushes texts towards each class", ""]
+    for label, words in stats.items():
+        lines += [f"## {label} ({texts[label]} texts)", "", "| word | push | mean score | count | share of texts |"]
+        lines.append("|---|---:|---:|---:|---:|")
+        lines += [
+            f"| {s.word} | {s.push:+.4f} | {s.mean:+.4f} | {s.count} | {s.share:.1%} |"
+            for s in top_words(words, top, min_texts)
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, path: Path) -> None:
+    """One horizontal bar chart per class: the words that push most, the bar's label its share of texts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = min(3, len(stats)) or 1
+    rows = math.ceil(len(stats) / columns) or 1
+    figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 0.32 * top * rows + 1.2), squeeze=False)
+    for ax in axes.flat[len(stats) :]:
+        ax.set_visible(False)
+    for ax, (label, words) in zip(axes.flat, stats.items(), strict=False):
+        shown = top_words(words, top, min_texts)
+        values = [s.push for s in shown]
+        bars = ax.barh(range(len(shown)), values, color=["#16a34a" if v >= 0 else "#dc2626" for v in values])
+        ax.bar_label(bars, labels=[f"{s.share:.0%}" for s in shown], padding=2, fontsize=7, color="#4b5563")
+        ax.set_yticks(range(len(shown)), [s.word for s in shown], fontsize=8)
+        ax.invert_yaxis()
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.margins(x=0.18)
+        ax.set_title(label, fontsize=10, fontweight="bold")
+        ax.tick_params(axis="x", labelsize=7)
+    figure.suptitle("Words that push texts towards each class (bar: push per text; label: share of texts)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_summary(dataset: "datasets.Dataset", folder: Path, top: int = 15, min_texts: int | None = None) -> Path:
+    """Write summary.md, summary.csv and summary.png of an explanations data set to `folder`."""
+    stats, texts = corpus_statistics(dataset)
+    if not stats:
+        raise ValueError("No explained row to summarize: every row has an error, or the data set is empty.")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.md").write_text(markdown(stats, top, min_texts, texts), encoding="utf-8")
+    with (folder / "summary.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["class", "word", "push", "mean_score", "count", "texts", "share_of_texts"])
+        for label, words in stats.items():
+            for s in words:
+                writer.writerow([label, s.word, f"{s.push:.6g}", f"{s.mean:.6g}", s.count, s.texts, f"{s.share:.6g}"])
+    plot(stats, top, min_texts, folder / "summary.png")
+    return folder
+
+
+def load_explanations(path: Path) -> "datasets.Dataset":
+    import datasets
+
+    formats = {".parquet": "parquet", ".jsonl": "json", ".csv": "csv"}
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: pass the output of `labelattn explain --data`.")
+    if path.suffix.lower() not in formats:
+        raise ValueError(f"{path}: expected a .parquet, .jsonl or .csv file written by `labelattn explain --data`.")
+    dataset = datasets.load_dataset(formats[path.suffix.lower()], data_files=str(path), split="train")
+    missing = {"target_label", "words", "scores", "error"} - set(dataset.column_names)
+    if missing:
+        raise ValueError(f"{path} has no column(s) {sorted(missing)}: is it the output of `labelattn explain --data`?")
+    return dataset
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 1 or (args.min_texts is not None and args.min_texts < 1):
+        raise ValueError("--top and --min-texts must be at least 1.")
+    folder = args.output_dir or args.explanations.with_name(args.explanations.name + ".summary")
+    write_summary(load_explanations(args.explanations), folder, args.top, args.min_texts)
+    print(f"Wrote {folder}/summary.md, summary.csv and summary.png", file=sys.stderr)
+    return 0

@@ -1,0 +1,349 @@
+"""Corpus runs (`labelattn.corpus`, `labelattn predict`, `labelattn explain --data`, `labelattn summarize`): rows in
+order with their columns, error rows, truncation, the three formats, resuming after SIGKILL, refusing another
+run's folder, never deleting the input, and two processes giving the rows of one."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+from conftest import PLANTED_WORD, make_model, planted_texts, save_model
+
+from explainers import explain
+from labelattn.cli import main
+from labelattn.corpus import CorpusError, explain_dataset, predict_dataset, save
+from labelattn.summarize import corpus_statistics, write_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model("embedding", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def saved_model(model, tokenizer, tmp_path_factory):
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def slow_model(tokenizer, tmp_path_factory):
+    """An encoder model: Integrated Gradients on it is slow enough to kill a run between its shards."""
+    return save_model(make_model("encoder", num_labels=3), tokenizer, tmp_path_factory.mktemp("encoder"))
+
+
+def corpus(n: int = 23) -> datasets.Dataset:
+    texts, labels = planted_texts(n, seed=5)
+    return datasets.Dataset.from_dict({"ticket": [f"t{i}" for i in range(n)], "text": texts, "gold": labels})
+
+
+def write_csv(path: Path, n: int = 23) -> Path:
+    corpus(n).to_csv(path, index=False)
+    return path
+
+
+def cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+# --- the Python API -----------------------------------------------------------------------------------------
+
+
+def test_predictions_keep_order_columns_and_match_the_model(model, tokenizer, tmp_path):
+    data = corpus().to_dict()
+    out = predict_dataset(model, tokenizer, corpus(), output_dir=tmp_path / "p", shard_size=5, progress=False)
+    out = out.to_dict()
+    assert out["row"] == list(range(len(data["text"])))
+    assert out["ticket"] == data["ticket"] and out["text"] == data["text"] and out["gold"] == data["gold"]
+    probabilities = [list(p) for p in zip(*(out[f"prob_class_{c}"] for c in range(3)), strict=True)]
+    assert all(sum(p) == pytest.approx(1, abs=1e-5) for p in probabilities)
+    assert out["predicted_label"] == [f"class_{max(range(3), key=p.__getitem__)}" for p in probabilities]
+    # The same as one batched call on all the texts at once.
+    direct = explain(model, tokenizer, data["text"], method="label_attention")
+    assert out["probability"] == pytest.approx([e.probability for e in direct], abs=1e-5)
+    assert set(out["error"]) == {None} and set(out["truncated"]) == {False}
+
+
+def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokenizer, tmp_path):
+    texts = ["a fine text", "", "   ", None, " ".join(["word"] * 40), "another fine one"]
+    data = datasets.Dataset.from_dict({"text": texts})
+    out = predict_dataset(
+        model, tokenizer, data, output_dir=tmp_path / "p", shard_size=4, max_length=16, progress=False
+    ).to_dict()
+    assert out["error"] == [None, "the text is empty", "the text is empty", "the text is missing", None, None]
+    assert out["truncated"] == [False, None, None, None, True, False]
+    assert out["predicted_label"][1] is None and out["predicted_label"][4] is not None
+    explained = explain_dataset(
+        model, tokenizer, data, method="saliency", output_dir=tmp_path / "e", max_length=16, progress=False
+    ).to_dict()
+    assert explained["error"][1:4] == out["error"][1:4] and explained["truncated"][4] is True
+    assert len(explained["words"][4]) < 40 and explained["words"][1] is None
+
+
+def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokenizer, tmp_path):
+    texts = (text for text in ["first text here", "second one", 12345, "third"])  # a generator, read once
+    out = explain_dataset(
+        model, tokenizer, texts, method="label_attention", all_targets=True, output_dir=tmp_path / "e", progress=False
+    ).to_dict()
+    # Every class of each text, in class order, with its rank by probability; the number row gets one error row.
+    assert out["row"] == [0, 0, 0, 1, 1, 1, 2, 3, 3, 3]
+    assert out["target"] == [0, 1, 2, 0, 1, 2, None, 0, 1, 2]
+    assert out["error"][6] == "the text is missing"
+    for row in (0, 1, 3):
+        probs = [p for r, p in zip(out["row"], out["probability"], strict=True) if r == row]
+        ranks = [k for r, k in zip(out["row"], out["rank"], strict=True) if r == row]
+        assert sorted(ranks) == [1, 2, 3] and probs[ranks.index(1)] == max(probs)
+    words = out["words"][0]
+    assert [out["text"][0][s:e] for s, e in out["spans"][0]] == words
+    direct = explain(model, tokenizer, ["first text here"], method="label_attention", targets="all")[0]
+    for row_scores, exp in zip(out["scores"][:3], direct, strict=True):
+        assert row_scores == pytest.approx(exp.scores, abs=1e-6)
+
+
+def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp_path):
+    out = explain_dataset(model, tokenizer, corpus(6), method="integrated_gradients", progress=False)
+    for row in out:
+        assert abs(sum(row["scores"]) - (row["score"] - row["baseline_score"])) <= abs(row["delta"]) + 1e-5
+        assert json.loads(row["extras"])["n_steps"] >= 32
+
+
+def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
+    data = corpus(4)
+    with pytest.raises(CorpusError, match="no text column 'body'"):
+        predict_dataset(model, tokenizer, data, output_dir=tmp_path / "a", text_column="body", progress=False)
+    with pytest.raises(CorpusError, match="no id column 'key'"):
+        predict_dataset(model, tokenizer, data, output_dir=tmp_path / "b", id_column="key", progress=False)
+    with pytest.raises(CorpusError, match=r"column\(s\) \['words'\] would be overwritten"):
+        explain_dataset(model, tokenizer, data.add_column("words", ["x"] * 4), method="saliency", progress=False)
+    with pytest.raises(ValueError, match="Unknown target label"):
+        explain_dataset(model, tokenizer, data, method="saliency", target="nope", progress=False)
+    with pytest.raises(ValueError, match="takes no option"):
+        explain_dataset(model, tokenizer, data, method="saliency", options={"n_steps": 3}, progress=False)
+    with pytest.raises(CorpusError, match=r"datasets.Dataset"):
+        predict_dataset(model, tokenizer, "just one string", progress=False)
+    assert not any((tmp_path / name).exists() for name in "ab")
+
+
+def test_a_folder_of_another_run_is_refused_and_overwrite_deletes_only_its_own_files(model, tokenizer, tmp_path):
+    data, folder = corpus(8), tmp_path / "run"
+    predict_dataset(model, tokenizer, data, output_dir=folder, shard_size=3, progress=False)
+    with pytest.raises(CorpusError, match=r"holds the results of another run.*task"):
+        explain_dataset(model, tokenizer, data, method="saliency", output_dir=folder, progress=False)
+    with pytest.raises(CorpusError, match=r"another run.*fingerprint"):
+        predict_dataset(model, tokenizer, corpus(9), output_dir=folder, shard_size=3, progress=False)
+    other = make_model("embedding", num_labels=3, seed=7)
+    with pytest.raises(CorpusError, match=r"another run.*model"):
+        predict_dataset(other, tokenizer, data, output_dir=folder, shard_size=3, progress=False)
+    out = explain_dataset(model, tokenizer, data, method="saliency", output_dir=folder, overwrite=True, progress=False)
+    assert out["words"][0] and sorted(p.name for p in folder.iterdir()) == ["00000.arrow", "run.json"]
+    # A file no run wrote: the folder is refused, even with overwrite, and the file stays.
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(CorpusError, match=r"not a corpus run's.*notes.txt"):
+        predict_dataset(model, tokenizer, data, output_dir=folder, overwrite=True, progress=False)
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+# --- files and the command line -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
+def test_the_three_formats_hold_the_same_rows(model, tokenizer, tmp_path, suffix):
+    explained = explain_dataset(model, tokenizer, corpus(5), method="saliency", progress=False)
+    out = explained.to_dict()
+    path = save(explained, tmp_path / f"x{suffix}", batch_rows=2)
+    if suffix == ".parquet":
+        rows = pq.read_table(path).to_pylist()
+    elif suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    else:
+        rows = datasets.load_dataset("csv", data_files=str(path), split="train").to_list()
+        for row in rows:  # lists are JSON strings in a CSV
+            row["words"], row["scores"] = json.loads(row["words"]), json.loads(row["scores"])
+    assert [r["words"] for r in rows] == out["words"]
+    for row, scores in zip(rows, out["scores"], strict=True):
+        assert row["scores"] == pytest.approx(scores, rel=1e-12)
+    assert [r["ticket"] for r in rows] == out["ticket"]
+
+
+def test_cli_predict_and_explain_with_id_column_and_summary(saved_model, tmp_path):
+    data = write_csv(tmp_path / "data.csv", 12)
+    assert (
+        cli(
+            "predict",
+            saved_model,
+            data,
+            "--output",
+            tmp_path / "p.jsonl",
+            "--id-column",
+            "ticket",
+            "--shard-size",
+            "5",
+            "--no-progress",
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["ticket"] for r in rows] == [f"t{i}" for i in range(12)] and list(rows[0])[:2] == ["row", "ticket"]
+    output = tmp_path / "e.parquet"
+    assert (
+        cli(
+            "explain",
+            saved_model,
+            "--data",
+            data,
+            "--method",
+            "label_attention",
+            "--output",
+            output,
+            "--summary",
+            "--no-progress",
+        )
+        == 0
+    )
+    assert pq.read_table(output).num_rows == 12
+    summary = output.with_name("e.parquet.summary")
+    assert "| word | push |" in (summary / "summary.md").read_text()
+    assert (summary / "summary.png").stat().st_size > 5000
+    # A missing file, a missing column, and the input given as the output: refused with a message.
+    assert cli("predict", saved_model, tmp_path / "none.csv", "--no-progress") == 2
+    assert cli("predict", saved_model, data, "--text-column", "body", "--output", tmp_path / "b.csv") == 2
+    assert cli("predict", saved_model, data, "--output", data, "--overwrite") == 2
+    assert data.stat().st_size > 0
+
+
+def test_overwrite_never_deletes_the_input(saved_model, tmp_path):
+    # The input file inside the shard folder: refused before anything is deleted.
+    folder = tmp_path / "out.csv.shards"
+    folder.mkdir()
+    data = write_csv(folder / "data.csv", 4)
+    assert cli("predict", saved_model, data, "--output", tmp_path / "out.csv", "--overwrite", "--no-progress") == 2
+    assert data.exists()
+
+
+def test_summary_finds_the_planted_word(tmp_path):
+    rows = []
+    for i in range(40):
+        words = ["the", PLANTED_WORD, "cat", "?"] if i % 2 else ["the", "dog", "cat", "?"]
+        scores = [0.05, 0.9, 0.1, 0.5] if i % 2 else [0.05, -0.2, 0.1, 0.5]
+        rows.append({"target_label": "planted" if i % 2 else "other", "words": words, "scores": scores, "error": None})
+    rows.append({"target_label": None, "words": None, "scores": None, "error": "the text is empty"})
+    stats, texts = corpus_statistics(datasets.Dataset.from_list(rows))
+    assert texts == {"other": 20, "planted": 20}
+    top = stats["planted"][0]
+    assert (top.word, top.count, top.texts, top.share) == (PLANTED_WORD, 20, 20, 1.0)
+    assert top.push == pytest.approx(0.9) and top.mean == pytest.approx(0.9)
+    assert "?" not in {s.word for s in stats["planted"]}  # punctuation alone is left out
+    assert stats["other"][-1].word == "dog" and stats["other"][-1].push < 0
+    folder = write_summary(datasets.Dataset.from_list(rows), tmp_path / "s", top=3)
+    table = (folder / "summary.md").read_text()
+    assert f"| {PLANTED_WORD} | +0.9000 | +0.9000 | 20 | 100.0% |" in table
+    assert "| class | word |" not in table and (folder / "summary.csv").read_text().startswith("class,word,push")
+    assert (folder / "summary.png").stat().st_size > 5000
+
+
+# --- resuming and several processes -------------------------------------------------------------------------
+
+
+def labelattn(*args, launcher=None, **popen) -> list[str]:
+    return [*(launcher or [sys.executable, "-m"]), "labelattn", *map(str, args)]
+
+
+# MKL_CBWR: MKL's reproducible mode. Without it a matrix product may round differently in the last bit from one
+# launch to another (with the memory alignment of its operands), whatever the rows or the number of processes.
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_CBWR": "COMPATIBLE", "PYTHONPATH": str(ROOT), "LABELATTN_DEBUG": ""}
+
+
+def shard_stamps(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("*.arrow")}
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_resumes_to_the_same_output(slow_model, tmp_path):
+    data = write_csv(tmp_path / "data.csv", 60)
+    args = [
+        "explain",
+        slow_model,
+        "--data",
+        data,
+        "--method",
+        "integrated_gradients",
+        "--option",
+        "n_steps=128",
+        "--option",
+        "tolerance=null",
+        "--shard-size",
+        "4",
+        "--no-progress",
+    ]
+    whole = tmp_path / "whole.parquet"
+    subprocess.run(labelattn(*args, "--output", whole), env=ENV, cwd=ROOT, check=True, capture_output=True)
+
+    output = tmp_path / "killed.parquet"
+    shards = output.with_name("killed.parquet.shards")
+    process = subprocess.Popen(labelattn(*args, "--output", output), env=ENV, cwd=ROOT, stderr=subprocess.DEVNULL)
+    while len(list(shards.glob("*.arrow"))) < 3 and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = shard_stamps(shards)
+    assert 3 <= len(before) < 15, f"the kill came after {len(before)} of 15 shards"
+    assert not output.exists()
+
+    again = subprocess.run(labelattn(*args, "--output", output), env=ENV, cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{15 - len(before)} shard(s) computed, {len(before)} already done" in again.stderr
+    after = shard_stamps(shards)
+    assert {name: after[name] for name in before} == before  # the finished shards were not written again
+    assert not list(shards.glob("*.tmp-*"))
+    assert pq.read_table(output).equals(pq.read_table(whole))
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_rows_of_one(saved_model, tmp_path):
+    data = write_csv(tmp_path / "data.csv", 21)
+    args = [
+        "explain",
+        saved_model,
+        "--data",
+        data,
+        "--method",
+        "integrated_gradients",
+        "--shard-size",
+        "4",
+        "--no-progress",
+    ]
+    launcher = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+    ]
+    env = {**ENV, "ACCELERATE_USE_CPU": "true"}
+    for name, prefix in (("one", None), ("two", launcher)):
+        done = subprocess.run(
+            labelattn(*args, "--output", tmp_path / f"{name}.parquet", launcher=prefix),
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 process(es)" in done.stderr
+    assert pq.read_table(tmp_path / "two.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
