@@ -1,0 +1,87 @@
+"""`labelattn explain` for a few texts: any text classifier, pairs, JSON options, and one clear line (exit code 2,
+no traceback) for every way a model folder can be broken."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import save_model, tiny_encoder_config
+from transformers import BertForSequenceClassification
+
+from labelattn.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory, tokenizer) -> Path:
+    """A plain transformers BERT classifier: not a labelattn model."""
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_encoder_config(num_labels=3)).eval()
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("bert") / "model")
+
+
+@pytest.fixture
+def broken(bert_folder, tmp_path) -> Path:
+    return Path(shutil.copytree(bert_folder, tmp_path / "model"))
+
+
+def test_a_plain_bert_classifier_is_explained(bert_folder, capsys):
+    assert main(["explain", str(bert_folder), "who wrote hamlet ?", "--method", "integrated_gradients"]) == 0
+    out = capsys.readouterr().out
+    assert "integrated_gradients · LABEL_" in out and "hamlet" in out and "delta=" in out
+
+
+def test_options_are_json_values(bert_folder, capsys):
+    argv = ["explain", str(bert_folder), "who wrote hamlet ?", "--option", "tolerance=null", "--option", "n_steps=8"]
+    assert main(argv) == 0
+    assert "delta=" in capsys.readouterr().out
+    # A Python literal is not JSON: it stays a string, which the method refuses by type.
+    assert main(["explain", str(bert_folder), "hi there", "--option", "tolerance=None"]) == 2
+    assert "tolerance='None' has the wrong type" in capsys.readouterr().err
+
+
+def test_a_pair_is_explained_over_both_texts(bert_folder, capsys):
+    argv = [
+        "explain",
+        str(bert_folder),
+        "a man plays a guitar",
+        "--pair",
+        "someone makes music",
+        "--method",
+        "saliency",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "guitar" in out and "music" in out
+    assert main(["explain", str(bert_folder), "one", "two", "--pair", "only one"]) == 2
+    assert "one --pair per TEXT" in capsys.readouterr().err
+
+
+def damage(folder: Path, how: str) -> None:
+    if how == "broken config.json":
+        (folder / "config.json").write_text("{not json")
+    elif how == "missing weights":
+        (folder / "model.safetensors").unlink()
+    else:  # pickle weights only: refused before anything opens them
+        (folder / "model.safetensors").unlink()
+        (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("broken config.json", "config.json is not valid JSON"),
+        ("missing weights", "has no weights"),
+        ("pickle weights", "only as pickle (pytorch_model.bin)"),
+    ],
+)
+def test_a_broken_model_folder_is_one_clear_line(broken, how, message, capsys):
+    damage(broken, how)
+    assert main(["explain", str(broken), "hello"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.startswith("labelattn explain: error:")
+    # The corpus mode loads the same way.
+    assert main(["explain", str(broken), "--data", "trec", "--output", str(broken.parent / "o.parquet")]) == 2
+    assert message in capsys.readouterr().err
