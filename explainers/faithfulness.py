@@ -228,13 +228,17 @@ def _tokenized(
 ) -> list[TokenizedText]:
     """The texts (and pairs) of the explanations, tokenized as the explainers tokenized them, checked word for
     word."""
-    texts = [exp.text if exp.text_pair is None else (exp.text, exp.text_pair) for exps in runs.values() for exp in exps]
+
+    def given(exp: Explanation) -> str | tuple[str, str]:
+        return exp.text if exp.text_pair is None else (exp.text, exp.text_pair)
+
+    texts = [given(exp) for exps in runs.values() for exp in exps]
     unique = list(dict.fromkeys(texts))
     items = dict(zip(unique, tokenize(tokenizer, unique, limit), strict=True))
     num_labels = model.config.num_labels
     for method, exps in runs.items():
         for i, exp in enumerate(exps):
-            if items[exp.text].words != list(exp.words):
+            if items[given(exp)].words != list(exp.words):
                 raise FaithfulnessError(
                     f"Explanation {i} of {method!r} has other words than this tokenizer gives for its text: "
                     "measure explanations with the model, tokenizer and max_length that made them."
