@@ -5,10 +5,23 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from conftest import make_model, save_model
 from transformers import BertTokenizerLegacy
 
-from explainers import ExplainerError, ExplainerInputError, MethodError, TargetError, explain
+from explainers import (
+    METHODS,
+    ExplainerError,
+    ExplainerInputError,
+    Explanation,
+    MethodError,
+    TargetError,
+    cost_hints,
+    explain,
+    parse_options,
+    predict,
+    supported_methods,
+)
 from labelattn import minilm_path
 from labelattn.cli import main
 
@@ -165,6 +178,123 @@ def test_slow_tokenizer(model):
 def test_bad_options(method, options, message, model, tokenizer):
     with pytest.raises(ExplainerError, match=message):
         explain(model, tokenizer, "who wrote it", method=method, **options)
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ({"who": 1}, r"texts is a dict: pass a str, a pair \(text, text_pair\) or a list"),
+        (b"who wrote it", r"texts is a bytes \(decode it first"),
+        (["fine", b"bytes"], "Text 1 is bytes, not str: decode it first"),
+        (("one", "two", "three"), "Text 0 is a tuple of 3: a text pair is"),
+        ([("fine", 3)], "Text 0 is a int, not a str"),
+        (("fine", " "), "Text 0 is empty or only whitespace"),
+    ],
+)
+def test_texts_of_the_wrong_kind(texts, message, model, tokenizer):
+    with pytest.raises(ExplainerInputError, match=message):
+        explain(model, tokenizer, texts, method="saliency")
+
+
+def test_contrast_of_a_class_with_itself(model, tokenizer):
+    with pytest.raises(TargetError, match="names class 'class_1' twice"):
+        explain(model, tokenizer, "who wrote it", method="integrated_gradients", target=("class_1", 1))
+
+
+def test_top_k(model, tokenizer):
+    texts = ["who wrote it", "a much longer question about who wrote which play"]
+    ranked = explain(model, tokenizer, texts, method="label_attention", top_k=2)
+    everything = explain(model, tokenizer, texts, method="label_attention", targets="all")
+    for top, every in zip(ranked, everything, strict=True):
+        order = sorted(every, key=lambda exp: -exp.probability)
+        assert [exp.target for exp in top] == [exp.target for exp in order[:2]]
+        assert [exp.scores for exp in top] == [exp.scores for exp in order[:2]]
+    for bad in (0, 4, 2.0, True):
+        with pytest.raises(ExplainerError, match=rf"top_k={bad!r}: give a number of classes from 1 to 3"):
+            explain(model, tokenizer, texts, method="saliency", top_k=bad)
+    with pytest.raises(ExplainerError, match="only one of target"):
+        explain(model, tokenizer, texts, method="saliency", top_k=1, target=0)
+
+
+def test_words_keep_whole_grapheme_clusters(model, tokenizer):
+    """A combining accent or a vowel sign that the tokenizer normalises away stays with its word."""
+    text = "cafe\u0301 नमस्ते ❤\ufe0f"
+    exp = explain(model, tokenizer, text, method="saliency")
+    assert exp.words == ["cafe\u0301", "नमस्ते", "❤\ufe0f"]
+
+
+def test_predict_texts_and_pairs(model, tokenizer):
+    texts = ["who wrote it", ("who wrote it", "a play")]
+    predictions = predict(model, tokenizer, texts)
+    assert predictions.probabilities.shape == (2, 3) and predictions.probabilities.dtype == torch.float32
+    assert predictions.labels == ["class_0", "class_1", "class_2"] and predictions.truncated == [False, False]
+    torch.testing.assert_close(predictions.probabilities.sum(-1), torch.ones(2))
+    exps = explain(model, tokenizer, texts, method="saliency")
+    assert [exp.probability for exp in exps] == pytest.approx(predictions.probabilities.max(-1).values.tolist())
+
+
+def test_parse_options():
+    options = parse_options(["n_steps=50", "baseline=zero", "tolerance=null", "flag=true", "x=1.5", "l=[1, 2]", "s="])
+    assert options == {
+        "n_steps": 50,
+        "baseline": "zero",
+        "tolerance": None,
+        "flag": True,
+        "x": 1.5,
+        "l": [1, 2],
+        "s": "",
+    }
+    assert parse_options(["text=a=b"]) == {"text": "a=b"}
+    for bad in ("n_steps", "=5", "two words=1"):
+        with pytest.raises(ExplainerError, match="is not KEY=VALUE"):
+            parse_options([bad])
+
+
+def test_cost_hints():
+    assert cost_hints("integrated_gradients") == {
+        "option": "n_steps",
+        "default": 32,
+        "caps": {"n_steps": 64, "max_steps": 64},
+    }
+    assert cost_hints("saliency") == {"option": None, "default": None, "caps": {}}
+    for method in METHODS:
+        hints = cost_hints(method)
+        assert hints["option"] is None or hints["option"] in METHODS[method].defaults
+    with pytest.raises(MethodError, match="Unknown method 'lime'"):
+        cost_hints("lime")
+
+
+def test_supported_methods_of_labelattn_models(tokenizer):
+    embedding = supported_methods(make_model("embedding", pooling="mean"))
+    assert {name for name, reason in embedding.items() if reason} == {
+        "attention_rollout",
+        "attention_flow",
+        "grad_weighted_attention",
+        "label_attention",
+    }
+    assert not any(supported_methods(make_model("encoder")).values())
+
+
+def test_explanation_from_dict(model, tokenizer):
+    for given in ("who wrote it", ("who wrote it", "a play by cafe\u0301")):
+        exp = explain(model, tokenizer, given, method="integrated_gradients", n_steps=4, tolerance=None)
+        data = json.loads(json.dumps(exp.to_dict()))
+        assert Explanation.from_dict(data) == exp
+    data = exp.to_dict()
+    for change, message in [
+        ({"spans": "notalist"}, "field spans"),
+        ({"scores": [0.1]}, "1 scores for 7 words"),
+        ({"scores": [float("nan")] * 7}, "field scores"),
+        ({"target_label": 3}, "field target_label"),
+        ({"probability": 1.5}, r"probability=1.5 is not in \[0, 1\]"),
+        ({"word_segments": None}, "text_pair and word_segments come together"),
+        ({"spans": [[0, 3]] * 7}, "word 1 'wrote' is not at its span"),
+        ({"colour": "red"}, r"unknown \['colour'\]"),
+    ]:
+        with pytest.raises(ExplainerInputError, match=message):
+            Explanation.from_dict({**data, **change})
+    with pytest.raises(ExplainerInputError, match="missing"):
+        Explanation.from_dict({"text": "who"})
 
 
 def test_errors_are_value_errors():
