@@ -12,7 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from .base import METHODS, Explainer, predict_logits, probabilities
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
-from .models import baseline_token_id, check_finite_logits, token_limit, unwrap
+from .models import baseline_token_id, check_finite_logits, is_pipeline, token_limit, unwrap
 from .targets import Target
 from .words import TextInput, check_texts, tokenize
 
@@ -92,9 +92,13 @@ def supported_methods(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> dict[str, str | None]:
     """Every method name -> None when `model` can use it, else the reason it cannot (by capability: input
-    embeddings, returned attentions, label attention). `model` may be a pipeline."""
-    if hasattr(model, "model") and not isinstance(model, torch.nn.Module):
-        model = model.model
+    embeddings, returned attentions, label attention). `model` may be a pipeline. With a tokenizer (or a
+    pipeline's), a slow tokenizer is a reason for every method: word scores need a fast one."""
+    if is_pipeline(model):
+        model, tokenizer = model.model, model.tokenizer
+    if tokenizer is not None and not getattr(tokenizer, "is_fast", False):
+        reason = f"{type(tokenizer).__name__} is a slow tokenizer: load a fast one (use_fast=True)."
+        return dict.fromkeys(sorted(METHODS), reason)
     return {name: cls.unsupported(model) for name, cls in sorted(METHODS.items())}
 
 

@@ -42,16 +42,20 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import ExplainerError, ExplainerInputError, MethodError
 
-READOUTS = ("first", "last", "mean", "label_attention")
 # Eager attention is the implementation that returns its weights.
 EAGER = "eager"
 _RETURNS_ATTENTIONS: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
 
 
+def is_pipeline(model: Any) -> bool:
+    """`model` is a transformers pipeline (it holds a model and its tokenizer), not a model."""
+    return not isinstance(model, nn.Module) and hasattr(model, "model") and hasattr(model, "tokenizer")
+
+
 def unwrap(model: Any, tokenizer: Any) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """`(model, tokenizer)` from the pair itself or from a `pipeline("text-classification")` passed as `model`,
     after checking that the model is a torch model and the tokenizer a tokenizer."""
-    if not isinstance(model, nn.Module) and hasattr(model, "model") and hasattr(model, "tokenizer"):
+    if is_pipeline(model):
         if tokenizer is not None and tokenizer is not model.tokenizer:
             raise ExplainerInputError("Pass a pipeline alone (tokenizer=None): it brings its own tokenizer.")
         model, tokenizer = model.model, model.tokenizer
@@ -91,7 +95,8 @@ def is_causal(model: PreTrainedModel) -> bool:
 
 
 def readout(model: PreTrainedModel) -> str:
-    """Which token(s) the classifier head reads: one of `READOUTS` (see the table in the module docstring)."""
+    """Which token(s) the classifier head reads: "first", "last", "mean" or "label_attention" (see the module
+    docstring)."""
     config = model.config
     if is_labelattn(model):
         return "label_attention" if config.pooling == "label_attention" else "mean"
@@ -118,7 +123,8 @@ def baseline_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
 @contextmanager
 def pooling_ready(model: PreTrainedModel) -> Iterator[None]:
     """Within the block a decoder classifier pools the last column of any left-padded batch (its
-    `pad_token_id` is -1, an id no token has); other models are left as they are."""
+    `pad_token_id` is -1, an id no token has); other models are left as they are. The change is to the model's
+    config: do not run one decoder model from several threads at once while it is explained."""
     if readout(model) != "last":
         yield
         return

@@ -47,11 +47,6 @@ class TokenizedText:
     text_pair: str | None = None
     word_segments: list[int] | None = None
 
-    @property
-    def key(self) -> tuple[str, str | None]:
-        """The text and its pair: what identifies the input."""
-        return (self.text, self.text_pair)
-
 
 def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     """`texts` as a list of str or `(str, str)` pairs, and whether one text (not a list) was given."""

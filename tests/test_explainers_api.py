@@ -150,6 +150,7 @@ def test_model_and_tokenizer_swapped_or_missing(model, tokenizer):
 
 def test_slow_tokenizer(model):
     slow = BertTokenizerLegacy.from_pretrained(minilm_path())
+    assert all("slow tokenizer" in reason for reason in supported_methods(model, slow).values())
     with pytest.raises(ExplainerInputError, match=r"slow tokenizer.*use_fast=True"):
         explain(model, slow, "who wrote it", method="saliency")
 
