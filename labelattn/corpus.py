@@ -152,6 +152,23 @@ def text_error(value: Any) -> str | None:
 # --------------------------------------------------------------------------------------------------- the jobs
 
 
+def check_sizes(model: torch.nn.Module, tokenizer, batch_size: int, max_length: int | None) -> None:
+    """Refuse a batch size or maximum length that the first shard would refuse, before any work."""
+    from explainers import token_limit
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise CorpusError(f"batch_size={batch_size!r}: give a number of texts, at least 1.")
+    limit = token_limit(model, tokenizer)
+    shortest = tokenizer.num_special_tokens_to_add() + 1
+    if max_length is not None and (
+        isinstance(max_length, bool) or not isinstance(max_length, int) or not shortest <= max_length <= limit
+    ):
+        raise CorpusError(
+            f"max_length={max_length!r}: give a number of tokens from {shortest} (the special tokens and one word) "
+            f"to {limit} (the most this model reads), or None for {limit}."
+        )
+
+
 @dataclass
 class Job:
     """What a corpus run computes for each shard.
@@ -180,6 +197,7 @@ def predict_job(
     threshold = 0.5 if threshold is None else threshold
     if not 0 < threshold < 1:
         raise CorpusError(f"threshold={threshold}: give a probability strictly between 0 and 1.")
+    check_sizes(model, tokenizer, batch_size, max_length)
     predicted = "predicted_labels" if multi_label else "predicted_label"
     features = datasets.Features(
         {
@@ -254,11 +272,16 @@ def explain_job(
         features["contrast_label"] = datasets.Value("string")
     if all_targets or top_k is not None:
         features["rank"] = datasets.Value("int64")
-    request = {"method": method, "target": target, "batch_size": batch_size, "max_length": max_length, **options}
-    if all_targets:
-        request["targets"] = "all"
-    if top_k is not None:
-        request["top_k"] = top_k
+    check_sizes(model, tokenizer, batch_size, max_length)
+    request = {
+        "method": method,
+        "target": target,
+        "targets": "all" if all_targets else None,
+        "top_k": top_k,
+        "batch_size": batch_size,
+        "max_length": max_length,
+        **options,
+    }
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
         try:

@@ -98,11 +98,12 @@ def corpus_statistics(
     return stats, dict(class_texts)
 
 
-def top_words(stats: list[WordStat], top: int, min_texts: int | None) -> list[WordStat]:
-    """The `top` words that push most, among those in at least `min_texts` texts (see --min-texts)."""
+def top_words(stats: list[WordStat], top: int, min_texts: int | None, class_texts: int) -> list[WordStat]:
+    """The `top` words that push most towards the class (push > 0), among those in at least `min_texts` of its
+    `class_texts` texts (default 3, or 1 for a class of fewer than 30 texts)."""
     if min_texts is None:
-        min_texts = 3 if stats and max(s.texts for s in stats) >= 30 else 1
-    return [s for s in stats if s.texts >= min_texts][:top]
+        min_texts = 3 if class_texts >= 30 else 1
+    return [s for s in stats if s.texts >= min_texts and s.push > 0][:top]
 
 
 def markdown(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, texts: dict[str, int]) -> str:
@@ -112,13 +113,13 @@ def markdown(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, 
         lines.append("|---|---:|---:|---:|---:|")
         lines += [
             f"| {s.word} | {s.push:+.4f} | {s.mean:+.4f} | {s.count} | {s.share:.1%} |"
-            for s in top_words(words, top, min_texts)
+            for s in top_words(words, top, min_texts, texts[label])
         ]
         lines.append("")
     return "\n".join(lines)
 
 
-def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, path: Path) -> None:
+def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, texts: dict[str, int], path: Path) -> None:
     """One horizontal bar chart per class: the words that push most, the bar's label its share of texts."""
     import matplotlib
 
@@ -131,7 +132,7 @@ def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, path
     for ax in axes.flat[len(stats) :]:
         ax.set_visible(False)
     for ax, (label, words) in zip(axes.flat, stats.items(), strict=False):
-        shown = top_words(words, top, min_texts)
+        shown = top_words(words, top, min_texts, texts[label])
         values = [s.push for s in shown]
         bars = ax.barh(range(len(shown)), values, color=["#16a34a" if v >= 0 else "#dc2626" for v in values])
         ax.bar_label(bars, labels=[f"{s.share:.0%}" for s in shown], padding=2, fontsize=7, color="#4b5563")
@@ -139,7 +140,7 @@ def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, path
         ax.invert_yaxis()
         ax.axvline(0, color="black", linewidth=0.6)
         ax.margins(x=0.18)
-        ax.set_title(label, fontsize=10, fontweight="bold")
+        ax.set_title(f"{label} ({texts[label]} texts)", fontsize=10, fontweight="bold")
         ax.tick_params(axis="x", labelsize=7)
     figure.suptitle("Words that push texts towards each class (bar: push per text; label: share of texts)", fontsize=10)
     figure.tight_layout()
@@ -160,7 +161,7 @@ def write_summary(dataset: "datasets.Dataset", folder: Path, top: int = 15, min_
         for label, words in stats.items():
             for s in words:
                 writer.writerow([label, s.word, f"{s.push:.6g}", f"{s.mean:.6g}", s.count, s.texts, f"{s.share:.6g}"])
-    plot(stats, top, min_texts, folder / "summary.png")
+    plot(stats, top, min_texts, texts, folder / "summary.png")
     return folder
 
 

@@ -127,6 +127,8 @@ def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
         explain_dataset(model, tokenizer, data, method="saliency", target="nope", progress=False)
     with pytest.raises(ValueError, match="takes no option"):
         explain_dataset(model, tokenizer, data, method="saliency", options={"n_steps": 3}, progress=False)
+    with pytest.raises(CorpusError, match=r"max_length=100000: give a number of tokens from 3"):
+        predict_dataset(model, tokenizer, data, output_dir=tmp_path / "a", max_length=100_000, progress=False)
     with pytest.raises(CorpusError, match=r"datasets.Dataset"):
         predict_dataset(model, tokenizer, "just one string", progress=False)
     assert not any((tmp_path / name).exists() for name in "ab")
