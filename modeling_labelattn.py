@@ -38,10 +38,11 @@ class LabelAttnModelOutput(ModelOutput):
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch, seq_len, hidden_size)`):
             The token vectors the head reads (the backbone's output).
-        pooler_output (`torch.FloatTensor`):
+        pooler_output (`torch.FloatTensor`, *optional*):
             One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
             token vectors, `(batch, hidden_size)`, for mean pooling. A text of only padding gets vectors of 0 with
             both poolings, so its logits are the classifier's bias alone (equal for every class with label attention).
+            None when a `readout` was passed: then the class vectors are never formed.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
             `output_hidden_states=True` and the backbone is an encoder.
@@ -52,6 +53,8 @@ class LabelAttnModelOutput(ModelOutput):
             The label-attention weights, when `output_attentions=True` and `pooling="label_attention"`: the very
             tensor that weighted the values in this forward pass. Each row sums to 1 over the real tokens and is
             exactly 0 on padding (a text of only padding gets a row of zeros).
+        class_scores (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
+            `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -59,6 +62,7 @@ class LabelAttnModelOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     label_attentions: torch.FloatTensor | None = None
+    class_scores: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -87,7 +91,20 @@ class LabelAttention(nn.Module):
 
     `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, heads of size `d / n_h`,
     `softmax(Q K^T / sqrt(d_h))` with padding masked to -inf, heads concatenated and projected by `W_O`.
+
+    Three ways to the same numbers (up to float rounding), picked by what is asked and by cost:
+    - weights asked for: the weights are formed as a tensor, weigh `V` and are returned;
+    - few classes (`heads × classes` below about `d`): `W_K` folds into the queries and `W_V` into the output map, so
+      the heads attend over the token vectors themselves and no `(seq, d) × (d, d)` projection is paid;
+    - many classes: a fused kernel (`scaled_dot_product_attention`) weighs `V` without storing the weights, one
+      block of classes at a time, so that memory stays bounded at thousands of classes.
+    Given the scoring layer `w` that a classifier shares between the classes, the head returns each class's score
+    instead of its vector: `w·(W_O c + b_O) = (w W_O)·c + w·b_O`, so `W_O` and `w` fold into one vector and the
+    `d × d` product per class is never paid.
     """
+
+    # A block of the fused path holds at most this many context numbers (batch × classes × hidden): 8 MiB in float32.
+    block_elements = 2**21
 
     def __init__(self, config: LabelAttnConfig):
         super().__init__()
@@ -105,30 +122,132 @@ class LabelAttention(nn.Module):
         """`(..., n, d)` -> `(..., heads, n, d / heads)`."""
         return x.unflatten(-1, (self.num_heads, self.head_size)).transpose(-2, -3)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor,
+        output_attentions: bool = False,
+        readout: nn.Linear | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """
         Args:
             hidden_states: token vectors `(batch, seq_len, hidden)`.
             attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding.
+            output_attentions: form the weights `(batch, heads, num_labels, seq_len)`, weigh the values with them
+                and return them (also done in training when `attention_dropout` is set, to drop weights out).
+            readout: a scoring layer `hidden -> 1`; when given, its score of every class vector is returned in
+                place of the vectors, computed with `readout` folded into `W_O`.
 
         Returns:
-            class vectors `(batch, num_labels, hidden)` and weights `(batch, heads, num_labels, seq_len)`.
+            class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; and the
+            weights, or None when they were not formed.
         """
-        queries = self._split_heads(self.query(self.label_embeddings))  # (heads, labels, d_h)
-        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
-        values = self._split_heads(self.value(hidden_states))
-        scores = queries @ keys.transpose(-1, -2) / math.sqrt(self.head_size)  # (batch, heads, labels, seq)
-
-        is_token = attention_mask.bool()[:, None, None, :]
+        queries = self.query(self.label_embeddings)  # (labels, hidden)
+        is_token = attention_mask.bool()
         # A text of only padding would make every score -inf and the softmax NaN; let such a row see all
         # positions (finite values and gradients), then zero its weights and its class vectors (W_O's bias
         # included), as mean pooling gives such a text the vector 0.
-        is_empty = ~is_token.any(dim=-1, keepdim=True)
-        weights = torch.softmax(scores.masked_fill(~(is_token | is_empty), float("-inf")), dim=-1)
-        weights = self.attention_dropout(weights.masked_fill(~is_token, 0.0))
+        is_empty = ~is_token.any(dim=-1)
+        visible = is_token | is_empty[:, None]
+        out_weight, out_bias = self.output.weight, self.output.bias  # concatenated heads -> outputs
+        if readout is not None:  # w·(W_O c + b_O) = (w W_O)·c + w·b_O
+            out_weight, out_bias = readout.weight @ out_weight, readout.weight @ out_bias  # (1, hidden), (1,)
 
-        context = (weights @ values).transpose(1, 2).flatten(-2)  # (batch, labels, hidden)
-        return self.output(context).masked_fill(is_empty[:, 0], 0.0), weights
+        weights = None
+        if output_attentions or (self.training and self.attention_dropout.p > 0):
+            context, weights = self._weigh_values(hidden_states, queries, is_token, visible)
+            pooled = nn.functional.linear(context, out_weight, out_bias)
+        elif self._folds_projections(*hidden_states.shape[:2]):
+            pooled = self._folded(hidden_states, queries, visible, out_weight, out_bias)
+        else:
+            pooled = self._fused(hidden_states, queries, visible, out_weight, out_bias)
+        if is_empty.any():  # (a test on the host: padding-only texts are rare, and the fill costs a pass)
+            pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden or 1)
+        if readout is not None:
+            pooled = pooled.squeeze(-1) + readout.bias
+        return pooled, weights
+
+    def _weigh_values(
+        self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The weights `(batch, heads, labels, seq)` as a tensor, and the class contexts `(batch, labels, hidden)`."""
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
+        values = self._split_heads(self.value(hidden_states))
+        scores = self._split_heads(queries) @ keys.transpose(-1, -2) / math.sqrt(self.head_size)
+        weights = torch.softmax(scores.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
+        weights = self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
+        return (weights @ values).transpose(1, 2).flatten(-2), weights
+
+    def _folds_projections(self, batch_size: int, seq_len: int) -> bool:
+        """Whether `_folded` costs fewer multiply-adds than `_fused`: folding `W_K` into the queries (`labels × d²`),
+        `heads` times wider attention products, values per class (`batch × labels × d²`), against the key and value
+        projections of every token (`2 × tokens × d²`) and the attention products."""
+        labels, hidden = self.label_embeddings.shape
+        tokens = batch_size * seq_len
+        fused = 2 * tokens * hidden * (hidden + labels)
+        folded = (1 + batch_size) * labels * hidden**2 + 2 * tokens * self.num_heads * labels * hidden
+        return folded < fused
+
+    def _folded(
+        self,
+        hidden_states: torch.Tensor,
+        queries: torch.Tensor,
+        visible: torch.Tensor,
+        out_weight: torch.Tensor,
+        out_bias: torch.Tensor,
+    ) -> torch.Tensor:
+        """Outputs `(batch, labels, outputs)` with `W_K` folded into the queries and `W_V` applied after the weighting
+        (or, for a readout, folded into it): the heads attend over the token vectors themselves.
+
+        Exact: `q_h·(W_K,h x + b_K,h) = (q_h W_K,h)·x + q_h·b_K,h`; the weights sum to 1, so
+        `Σ_j a_j (W_V,h x_j + b_V,h) = W_V,h (Σ_j a_j x_j) + b_V,h`. (The softmax ignores `q_h·b_K,h`, constant over
+        the tokens, but it is kept: every parameter then takes part, as DDP requires, with its true gradient 0.)
+        """
+        labels, hidden = queries.shape
+        outputs = out_weight.shape[0]
+        heads, head_size = self.num_heads, self.head_size
+        key_maps = self.key.weight.view(heads, head_size, hidden)  # W_K,h
+        value_maps = self.value.weight.view(heads, head_size, hidden)  # W_V,h
+        # q_h W_K,h for every class and head, in (class, head) order to match the contexts below.
+        head_queries = queries.view(labels, heads, head_size) / math.sqrt(head_size)
+        folded_queries = torch.einsum("thk,hkd->thd", head_queries, key_maps).reshape(labels * heads, hidden)
+        key_bias_terms = (head_queries * self.key.bias.view(heads, head_size)).sum(-1).flatten()  # q_h·b_K,h
+        scores = nn.functional.linear(hidden_states, folded_queries, key_bias_terms)  # (batch, seq, labels * heads)
+        weights = torch.softmax(scores.masked_fill(~visible[:, :, None], float("-inf")), dim=1)
+        context = torch.bmm(weights.transpose(1, 2), hidden_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
+        context = context.view(-1, labels, heads, hidden)
+        if outputs < hidden:  # a readout: W_V,h folds into its slice of the output map, one vector per head
+            out_maps = torch.einsum("ohk,hkd->ohd", out_weight.view(outputs, heads, head_size), value_maps)
+            return nn.functional.linear(
+                context.flatten(-2), out_maps.flatten(-2), out_bias + out_weight @ self.value.bias
+            )
+        values = torch.einsum("bthd,hkd->bthk", context, value_maps).flatten(-2) + self.value.bias
+        return nn.functional.linear(values, out_weight, out_bias)
+
+    def _fused(
+        self,
+        hidden_states: torch.Tensor,
+        queries: torch.Tensor,
+        visible: torch.Tensor,
+        out_weight: torch.Tensor,
+        out_bias: torch.Tensor,
+    ) -> torch.Tensor:
+        """Outputs `(batch, labels, outputs)` from the fused kernel, one block of classes at a time."""
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
+        values = self._split_heads(self.value(hidden_states))
+        batch_size, hidden = hidden_states.shape[0], hidden_states.shape[-1]
+        block = max(1, self.block_elements // (batch_size * hidden))
+        outputs = []
+        for block_queries in self._split_heads(queries).split(block, dim=1):  # (heads, block, d_h)
+            context = nn.functional.scaled_dot_product_attention(
+                block_queries.expand(batch_size, -1, -1, -1),
+                keys,
+                values,
+                attn_mask=visible[:, None, None, :],
+                scale=1 / math.sqrt(self.head_size),
+            )  # (batch, heads, block, d_h)
+            outputs.append(nn.functional.linear(context.transpose(1, 2).flatten(-2), out_weight, out_bias))
+        return torch.cat(outputs, dim=1)
 
 
 def masked_mean(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -261,6 +380,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        readout: nn.Linear | None = None,
         **kwargs,
     ) -> LabelAttnModelOutput | tuple:
         """
@@ -272,8 +392,13 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             output_attentions: return `label_attentions` and the encoder's `attentions`. An encoder running with
                 `sdpa` attention returns no weights, so the first call that asks for them switches the encoder to
                 eager attention for good (the results are the same, computed a little more slowly).
+            readout: a scoring layer `hidden -> 1` shared by the classes (label attention only): `class_scores`
+                holds its score of every class vector, computed without forming the vectors (`pooler_output` is
+                None then). [`LabelAttnForSequenceClassification`] passes its classifier.
         """
         self._check_inputs(input_ids, attention_mask, inputs_embeds)
+        if readout is not None and self.label_attention is None:
+            raise LabelAttnInputError("A readout scores class vectors, which only pooling='label_attention' forms.")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -303,10 +428,12 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             tokens = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         tokens = self.dropout(tokens)
 
-        label_attentions = None
+        label_attentions = class_scores = None
         if self.label_attention is not None:
-            pooled, weights = self.label_attention(tokens, attention_mask)
+            pooled, weights = self.label_attention(tokens, attention_mask, output_attentions, readout)
             label_attentions = weights if output_attentions else None
+            if readout is not None:
+                pooled, class_scores = None, pooled
         else:
             pooled = masked_mean(tokens, attention_mask)
 
@@ -316,6 +443,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             hidden_states=hidden_states,
             attentions=attentions,
             label_attentions=label_attentions,
+            class_scores=class_scores,
         )
         return output if return_dict else output.to_tuple()
 
@@ -361,6 +489,9 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             Others as in [`LabelAttnModel.forward`].
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        # Label attention scores every class vector with one shared layer, which folds into the head (see
+        # `LabelAttention`), unless dropout must act on the class vectors between the two.
+        folds = self.config.pooling == "label_attention" and not (self.training and self.dropout.p > 0)
         outputs = self.labelattn(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -369,10 +500,14 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            readout=self.classifier if folds else None,
         )
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        if self.config.pooling == "label_attention":
-            logits = logits.squeeze(-1)  # (batch, labels, 1) -> (batch, labels)
+        if folds:
+            logits = outputs.class_scores
+        else:
+            logits = self.classifier(self.dropout(outputs.pooler_output))
+            if self.config.pooling == "label_attention":
+                logits = logits.squeeze(-1)  # (batch, labels, 1) -> (batch, labels)
 
         loss = self.loss(logits, labels) if labels is not None else None
         output = LabelAttnSequenceClassifierOutput(

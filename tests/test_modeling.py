@@ -1,6 +1,9 @@
 """Properties of the label-attention model: the weights it returns are the ones it used, padding changes nothing,
 mean pooling is a masked mean, and bad input fails early with a message that names the problem."""
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import make_model
@@ -8,7 +11,7 @@ from transformers import AutoModel
 
 from configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
 from labelattn import minilm_path
-from modeling_labelattn import LabelAttnForSequenceClassification, LabelAttnInputError
+from modeling_labelattn import LabelAttention, LabelAttnForSequenceClassification, LabelAttnInputError
 
 TEXTS = ["the screen cracked", "fast delivery but the screen cracked after two days of use", "fine"]
 BACKBONES = ["embedding", "encoder"]
@@ -69,6 +72,112 @@ def test_returned_weights_are_the_weights_used(backbone, tokenizer):
     assert_scale(expected)
     torch.testing.assert_close(out.logits, expected, rtol=1e-5, atol=1e-5)
     assert (out.logits - before).abs().max() > 0.1, "replacing the weights did not change the logits"
+
+
+def count_paths(monkeypatch) -> dict[str, int]:
+    """Counts the calls of the head's two paths that form no weights, so that a test knows which one it checked."""
+    calls = {"_folded": 0, "_fused": 0}
+    for name in calls:
+        method = getattr(LabelAttention, name)
+
+        def counted(self, *args, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, *args)
+
+        monkeypatch.setattr(LabelAttention, name, counted)
+    return calls
+
+
+# 3 classes: heads x classes < hidden, the folded path; 40 and 700: the fused kernel, 700 in 11 blocks of 64.
+PATHS = [(3, "_folded"), (40, "_fused"), (700, "_fused")]
+
+
+def padded_batch(tokenizer) -> dict:
+    """The texts, right-padded, and a text of only padding."""
+    batch = tokenizer([*TEXTS, ""], padding=True, return_tensors="pt")
+    batch["attention_mask"][-1] = 0
+    return batch
+
+
+@pytest.mark.parametrize(("num_labels", "path"), PATHS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_the_paths_without_weights_give_the_logits_of_the_weights(backbone, num_labels, path, tokenizer, monkeypatch):
+    """Folded (few classes) and fused (many classes, in blocks) paths == the path that forms and returns the weights,
+    for the classifier's logits and for the base model's class vectors, padding and a text of only padding included."""
+    model = realistic(backbone, num_labels=num_labels)
+    monkeypatch.setattr(LabelAttention, "block_elements", len([*TEXTS, ""]) * model.config.hidden_size * 64)
+    calls = count_paths(monkeypatch)
+    batch = padded_batch(tokenizer)
+    explicit = model(**batch, output_attentions=True)
+    fast = model(**batch)
+    assert calls == {"_folded": int(path == "_folded"), "_fused": int(path == "_fused")}
+    assert fast.label_attentions is None
+    assert_scale(explicit.logits)
+    torch.testing.assert_close(fast.logits, explicit.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast.logits[-1], model.classifier.bias.expand(num_labels), rtol=0, atol=1e-6)
+    vectors = model.labelattn(**batch).pooler_output
+    torch.testing.assert_close(vectors, model.labelattn(**batch, output_attentions=True).pooler_output)
+    assert calls == {"_folded": 2 * (path == "_folded"), "_fused": 2 * (path == "_fused")}
+    assert (vectors[-1] == 0).all()
+
+
+@pytest.mark.parametrize("classifier_dropout", [0.0, 0.3])
+@pytest.mark.parametrize(("num_labels", "path"), PATHS[:2])
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_training_gradients_are_those_of_the_weights(backbone, num_labels, path, classifier_dropout, tokenizer):
+    """In train mode the paths give the same loss and gradients as the path that forms the weights: with classifier
+    dropout (the class vectors are formed, then dropped out: the same mask from the same seed) and without (folded
+    into the head). Embedding and attention dropout are 0, so that nothing else draws random numbers."""
+    model = realistic(backbone, num_labels=num_labels, classifier_dropout=classifier_dropout).train()
+    batch = padded_batch(tokenizer)
+    labels = torch.arange(len(TEXTS) + 1) % num_labels
+    gradients = []
+    for output_attentions in (True, False):
+        model.zero_grad()
+        torch.manual_seed(0)
+        out = model(**batch, labels=labels, output_attentions=output_attentions)
+        out.loss.backward()
+        gradients.append(
+            {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
+        )
+        assert all(grad.isfinite().all() for grad in gradients[-1].values())
+    assert gradients[0].keys() == gradients[1].keys()
+    assert gradients[0]["labelattn.label_attention.key.weight"].abs().max() > 1e-3
+    for name, grad in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], grad, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
+
+
+V1_CHECKPOINTS = Path(__file__).parent / "data" / "labelattn-v1"
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_checkpoints_of_the_first_version_give_the_logits_they_gave(backbone):
+    """Tiny checkpoints saved by the unfolded head of the first version (tests/data/labelattn-v1, made by its
+    make_v1.py), with the logits that code computed: the folded and fused head reads them unchanged."""
+    folder = V1_CHECKPOINTS / backbone
+    expected = json.loads((folder / "expected.json").read_text())
+    model = LabelAttnForSequenceClassification.from_pretrained(folder).eval()
+    inputs = {
+        "input_ids": torch.tensor(expected["input_ids"]),
+        "attention_mask": torch.tensor(expected["attention_mask"]),
+    }
+    want = torch.tensor(expected["logits"])
+    assert_scale(want)
+    for output_attentions in (False, True):
+        got = model(**inputs, output_attentions=output_attentions).logits
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_readout_needs_label_attention(small_mean_model):
+    with pytest.raises(LabelAttnInputError, match="only pooling='label_attention' forms"):
+        small_mean_model.labelattn(input_ids=torch.tensor([[101, 102]]), readout=small_mean_model.classifier)
+
+
+@pytest.fixture(scope="module")
+def small_mean_model():
+    return realistic("embedding", "mean")
 
 
 @pytest.mark.parametrize("backbone", BACKBONES)
