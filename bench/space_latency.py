@@ -105,13 +105,13 @@ class Paths:
         self.app, self.backend = app, backend
         self.client = Client(url, verbose=False)
         self.http = httpx.Client(base_url=url, timeout=300)
-        # The sliders' values, as the page sends them.
-        self.costs = [backend.cost_defaults.get(method) for method in app.COSTS]
+        # The sliders' values, as the page sends them: after the positional inputs, in the page's order.
+        self.costs = {cost.parameter: cost.start for cost in backend.costs.values()}
 
     def inputs(self, method: str) -> tuple[str, list]:
         if method == "predict":
-            return "predict", [TEXT]
-        return "explain", [TEXT, method, self.app.PREDICTED, self.app.NO_CONTRAST, *self.costs]
+            return "predict", [TEXT, ""]
+        return "explain", [TEXT, "", method, self.app.PREDICTED, self.app.NO_CONTRAST, *self.costs.values()]
 
     def via_client(self, method: str):
         endpoint, data = self.inputs(method)
@@ -128,7 +128,7 @@ class Paths:
     def in_process(self, method: str):
         self.backend.predict(TEXT)
         if method != "predict":
-            self.backend.explain(TEXT, method, **self.app.cost_options(self.backend, method, {}, TEXT))
+            self.backend.explain(TEXT, method, **self.backend.cost_options(method, {}))
 
 
 def measure(model: str, requests: dict[str, int], clients: int, log: Path) -> tuple[str, list[dict], dict]:
@@ -137,12 +137,13 @@ def measure(model: str, requests: dict[str, int], clients: int, log: Path) -> tu
 
     app = load_app()
     backend = app.Backend(model)
-    kind = backend.model.config.backbone
+    config = backend.model.config
+    kind = getattr(config, "backbone", config.model_type)  # labelattn's backbone, else the architecture
     server, url = start_server(model, log)
     try:
         paths = Paths(app, backend, url)
         ways = {"client": paths.via_client, "http": paths.via_http, "direct": paths.in_process}
-        methods = ["predict", *(m for m in METHODS if m in backend.explainers)]
+        methods = ["predict", *(m for m in METHODS if m in backend.methods)]
         timings = {(method, way): [] for method in methods for way in ways}
         for method in methods:  # warm-up: first calls pay for lazy imports and allocations
             for call in ways.values():
@@ -172,7 +173,7 @@ def measure(model: str, requests: dict[str, int], clients: int, log: Path) -> tu
 
         # Throughput: `clients` clients at once, each sending `per_client` label-attention requests, against
         # the same number sent one after another by one client.
-        fast = "label_attention" if "label_attention" in backend.explainers else "integrated_gradients"
+        fast = "label_attention" if "label_attention" in backend.methods else "integrated_gradients"
         per_client = 5
         pool_clients = [Client(url, verbose=False) for _ in range(clients)]
 

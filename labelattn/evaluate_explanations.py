@@ -1,6 +1,7 @@
 """`labelattn evaluate-explanations MODEL DATA`: how faithful is each explanation method, on many texts?
 
-Runs every method that fits the model (and the random baseline) on N texts, measures comprehensiveness,
+MODEL is any text classifier (`explainers.load_classifier`); DATA's texts may be pairs (`--text-pair-column`).
+Runs every method that the model supports (and the random baseline) on N texts, measures comprehensiveness,
 sufficiency and τ-LOO (`explainers.faithfulness`), and writes `results.md`, `results.json` and `results.png`:
 one row per method. Under `accelerate launch` the texts are split across the processes
 (`split_between_processes`) and the rows gathered on
@@ -26,7 +27,7 @@ BASELINE = "random"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="Folder (or cached Hub id) of a trained labelattn model.")
+    parser.add_argument("model", help="Any text classifier: a local folder or a cached Hub id.")
     parser.add_argument("data", help="A built-in data set (trec, bbc-news), or a CSV / JSONL file / datasets folder.")
     parser.add_argument(
         "--methods",
@@ -42,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'all' reads every row, and needs no label column.",
     )
     parser.add_argument("--text-column", default="text", help="Text column of a CSV/JSONL file.")
+    parser.add_argument(
+        "--text-pair-column",
+        default=None,
+        metavar="NAME",
+        help="Column of the second texts of pairs (NLI, paraphrase, question-passage): each text is explained as "
+        "the pair (text, text pair), words of both segments.",
+    )
     parser.add_argument("--label-column", default="label", help="Label column of a CSV/JSONL file.")
     parser.add_argument("--output-dir", type=Path, default=None, help="Default: outputs/faithfulness/<model name>.")
     parser.add_argument("--overwrite", action="store_true", help="Replace the results already in --output-dir.")
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from explainers import get_explainer
+    from explainers import baseline_token_id, get_explainer, load_classifier
     from explainers.faithfulness import check_settings
 
     # PartialState: the process layout of `accelerate launch` (or one process), without the training machinery
@@ -85,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     output_dir = args.output_dir or Path("outputs") / "faithfulness" / Path(args.model.rstrip("/")).name
     if (output_dir / "results.json").exists() and not args.overwrite:
         raise FileExistsError(f"{output_dir} already holds results: pass --overwrite or another --output-dir.")
-    model, tokenizer = _load(args.model, accelerator.device)
+    model, tokenizer = load_classifier(args.model, device=accelerator.device)
     texts = _texts(args)
-    methods, skipped = _methods(model, tokenizer, args.methods)
+    methods, skipped = _methods(model, args.methods)
     args.method_options = _method_options(args.option, methods)
     for method, options in args.method_options.items():  # refuse a wrong option before hours of explaining
         get_explainer(model, tokenizer, method).check_options(options)
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         options = {
             "percentages": percentages,
             "removal": args.removal,
-            "baseline_token_id": tokenizer.pad_token_id or 0,
+            "baseline_token_id": baseline_token_id(tokenizer),
         }
         results = summarize(gathered, methods, skipped, model, options)
         results.update(
@@ -127,75 +135,60 @@ def _percentages(text: str) -> list[float]:
     return [int(v) if v.is_integer() else v for v in values]
 
 
-def _load(path: str, device):
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
-    except OSError as error:
-        raise FileNotFoundError(
-            f"No model at {path!r} ({error}): pass the folder written by `labelattn train`."
-        ) from None
-    if getattr(model.config, "model_type", None) != "labelattn":
-        raise ValueError(f"{path} holds a {model.config.model_type!r} model; this command measures labelattn models.")
-    return model.to(device).eval(), tokenizer
-
-
-def _texts(args: argparse.Namespace) -> list[str]:
-    """The first --n-texts texts of the split; `all` reads every row of DATA, unsplit and without its labels."""
-    from labelattn.data import load_data, load_texts
-
-    if args.split == "all":
-        texts = load_texts(args.data, text_column=args.text_column)
-    else:
-        texts = load_data(args.data, text_column=args.text_column, label_column=args.label_column).splits[args.split]
-        texts = list(texts["text"])
+def _texts(args: argparse.Namespace) -> list[str] | list[tuple[str, str]]:
+    """The first --n-texts texts (or pairs) of the split; `all` reads every row of DATA, unsplit and without its
+    labels."""
+    texts = _column(args, args.text_column)
+    if args.text_pair_column is not None:
+        texts = list(zip(texts, _column(args, args.text_pair_column), strict=True))
     if len(texts) < args.n_texts:
         print(f"{args.data} ({args.split}) holds {len(texts)} texts: measuring all of them.", file=sys.stderr)
     return texts[: args.n_texts]
 
 
-def _methods(model, tokenizer, asked: str) -> tuple[list[str], dict[str, str]]:
-    """The methods to run (the random baseline last) and, for those left out, why."""
-    from explainers import METHODS, MethodError, get_explainer
+def _column(args: argparse.Namespace, column: str) -> list[str]:
+    """The texts of `column` in the split, checked as the training data's are. A split held out of a file is
+    chosen by the rows' ids and labels alone, so the text and the text-pair columns give the same rows, in order."""
+    from labelattn.data import load_data, load_texts
 
+    if args.split == "all":
+        return load_texts(args.data, text_column=column)
+    return list(load_data(args.data, text_column=column, label_column=args.label_column).splits[args.split]["text"])
+
+
+def _methods(model, asked: str) -> tuple[list[str], dict[str, str]]:
+    """The methods to run (the random baseline last) and, for those the model cannot use, why."""
+    from explainers import supported_methods
+
+    supported = supported_methods(model)
+    if BASELINE not in supported:
+        raise ValueError("The random baseline is not registered in explainers.METHODS: the table needs it.")
     if asked == "all":
-        names = [name for name in METHODS if name != BASELINE]
+        names = [name for name in supported if name != BASELINE]
     else:
         names = [name.strip() for name in asked.split(",") if name.strip() and name.strip() != BASELINE]
-        unknown = [name for name in names if name not in METHODS]
+        unknown = [name for name in names if name not in supported]
         if unknown:
-            raise ValueError(f"Unknown method(s) {unknown}: choose among {sorted(METHODS)}.")
-    if BASELINE not in METHODS:
-        raise ValueError("The random baseline is not registered in explainers.METHODS: the table needs it.")
-    runnable, skipped = [], {}
-    for name in names:
-        try:
-            get_explainer(model, tokenizer, name)
-            runnable.append(name)
-        except MethodError as error:
-            skipped[name] = str(error)
+            raise ValueError(f"Unknown method(s) {unknown}: choose among {sorted(supported)}.")
+    skipped = {name: supported[name] for name in names if supported[name] is not None}
     if asked != "all" and skipped:
-        raise ValueError(f"Method(s) that do not fit this model: {skipped}")
-    return [*runnable, BASELINE], skipped
+        raise ValueError(f"Method(s) that this model cannot use: {skipped}")
+    return [*(name for name in names if name not in skipped), BASELINE], skipped
 
 
 def _method_options(given: list[str], methods: list[str]) -> dict[str, dict[str, Any]]:
-    """`["shap.n_samples=10", ...]` as `{"shap": {"n_samples": 10}}`; values are read as JSON when they parse."""
+    """`["shap.n_samples=10", ...]` as `{"shap": {"n_samples": 10}}`: the method split off the key, the value
+    parsed as every command parses options (`explainers.parse_options`)."""
+    from explainers import parse_options
+
     options: dict[str, dict[str, Any]] = {}
     for item in given:
-        key, equals, value = item.partition("=")
-        method, dot, name = key.partition(".")
-        if not (equals and dot and name):
+        method, dot, name = item.partition("=")[0].partition(".")
+        if not (dot and name and "=" in item):
             raise ValueError(f"--option {item!r}: write METHOD.NAME=VALUE, e.g. shap.n_samples=10.")
         if method not in methods:
             raise ValueError(f"--option {item!r}: {method!r} is not among the methods run {methods}.")
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        options.setdefault(method, {})[name] = parsed
+        options.setdefault(method, {}).update(parse_options([item.partition(".")[2]]))
     return options
 
 

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model",
         nargs="?",
         default=None,
-        help="a trained labelattn model: a local folder or a Hub repo id (default: $LABELATTN_MODEL, else "
+        help="any text classifier: a local folder or a cached Hub repo id (default: $LABELATTN_MODEL, else "
         "models/trec-embedding as saved by `labelattn train`)",
     )
     parser.add_argument("--port", type=int, default=7860, help="port to serve on (default: 7860)")
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_app() -> ModuleType:
-    """The module `space/app.py` (its `build_demo` builds the page)."""
+    """The module `space/app.py` (its `build_demo` builds the page, its `launch` serves it)."""
     if not APP_FILE.is_file():
         raise FileNotFoundError(
             f"The demo app {APP_FILE} is missing: `labelattn space` runs the space/ folder of a clone of the "
@@ -43,18 +43,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ValueError(f"--port {args.port} is not a TCP port: pick one from 1 to 65535.")
     app = load_app()
-    model = app.find_model(args.model)
-    if args.model:
-        # Asked for by name: a wrong name fails here, with the loader's reason, rather than on the page.
-        if args.model.startswith(("/", ".", "~")) and not Path(args.model).expanduser().exists():
-            raise FileNotFoundError(
-                f"No model folder at {args.model}: train one with `labelattn train --output-dir {args.model}`."
-            )
-        try:
-            model = app.Backend(args.model)
-        except (OSError, ValueError) as error:
-            raise FileNotFoundError(f"Cannot load the model {args.model!r}: {error}") from None
+    # A model asked for by name is loaded here, so that a wrong name fails at once with the loader's one message
+    # (`explainers.LoadError`) rather than on the page; without one, the page says how to get a model.
+    model = app.Backend(args.model) if args.model else app.find_model()
     shown = getattr(model, "model_path", model) or "no model (the page says how to train one)"
     print(f"labelattn space: serving {shown} on http://{args.host}:{args.port}")
-    app.build_demo(model).launch(server_name=args.host, server_port=args.port, ssr_mode=False)
+    app.launch(app.build_demo(model), server_name=args.host, server_port=args.port)
     return 0

@@ -1,10 +1,15 @@
-"""The labelattn Space: classify a text with a labelattn model and see why it decided, by every method that fits.
+"""The labelattn Space: classify a text with any text classifier and see why it decided, by every method that fits.
 
 Run it locally with `labelattn space [MODEL]`, or `python app.py` here (and on a Hugging Face Space, unchanged).
-The model is `MODEL`, else the environment variable `LABELATTN_MODEL` (a Hub repo id or a local folder), else the
-default model that `labelattn train` saves. Tests and the CLI build the page with `build_demo(model)`.
+The model is `MODEL`, else the environment variable `LABELATTN_MODEL` (a Hub repo id or a local folder of any
+transformers sequence classifier), else the default model that `labelattn train` saves. Tests and the CLI build the
+page with `build_demo(model)` and serve it with `launch(demo, ...)`.
+
+The page is a thin shell over the public `explainers` API: the library loads the model, predicts, resolves targets,
+says which methods fit the model and what bounds their cost; this file checks the inputs and draws the results.
 """
 
+import dataclasses
 import functools
 import logging
 import os
@@ -17,27 +22,41 @@ from typing import Any
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import gradio as gr
-import torch
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from gradio.route_utils import FnIndexInferError
 from matplotlib.figure import Figure
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from explainers import METHODS, Explainer, Explanation, MethodError
-from explainers.base import probabilities
+from explainers import (
+    METHODS,
+    Explanation,
+    cost_hints,
+    explain,
+    load_classifier,
+    predict,
+    supported_methods,
+    token_limit,
+)
 from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
 
 logger = logging.getLogger("labelattn.space")
 
 MODEL_ENV = "LABELATTN_MODEL"
-# The longest input explained, in tokens; longer texts are cut (and the page says so).
+# The longest input explained, in tokens (or fewer, if the model reads fewer); longer texts are cut, and the page
+# says so.
 MAX_TOKENS = 128
-# Characters accepted at all: a guard against megabyte posts through the API before tokenization.
+# Characters accepted per text box: a guard against megabyte posts through the API before tokenization.
 MAX_CHARS = 2000
 # The model runs one request at a time (see `Backend.lock`); a few more wait in the queue, the rest are refused.
 CONCURRENCY = 2
 QUEUE_SIZE = 64
+# A model of hundreds or thousands of classes shows its most probable ones: in the prediction, and as the rows of
+# the label-attention heatmap.
+TOP_CLASSES = 10
 
 PREDICTED = "predicted class"
 NO_CONTRAST = "(no other class)"
+PAIR_LABEL = "Second text (for pair classifiers: NLI, paraphrase)"
 
 # Display names, in the order the page lists them; a method registered later is appended under its own name.
 METHOD_NAMES = {
@@ -52,17 +71,6 @@ METHOD_NAMES = {
     "random": "Random (baseline)",
 }
 COMPARE_DEFAULT = ("label_attention", "integrated_gradients", "saliency", "input_x_gradient")
-
-# What sets the cost of a request, per method: the option a slider sets (API parameter, label, most accepted) and
-# fixed caps on the method's own refinements. The slider starts at the method's default (capped) and the server
-# refuses more than the bound, so that no request holds the Space for long. Absent methods or options are skipped.
-COSTS = {
-    "integrated_gradients": ("n_steps", "ig_steps", "Integrated Gradients steps", 64, {"max_steps": 64}),
-    "shap": ("n_samples", "shap_samples", "SHAP samples (orderings of the words)", 100, {}),
-}
-# SHAP evaluates the model once per word and sample: samples × words above this is refused (a TREC question of
-# 20 words takes the default 25 samples in 500 evaluations).
-SHAP_EVALUATIONS = 2000
 
 # A handful of questions of TREC, the default data set (6 coarse classes), written as the data set writes them.
 EXAMPLES = [
@@ -83,8 +91,8 @@ Train the default model (TREC questions, a few minutes on a laptop CPU), then st
 labelattn train            # saves models/trec-embedding
 labelattn space            # or: labelattn space path/or/hub-id
 ```
-Or point the environment variable `LABELATTN_MODEL` at a trained labelattn model: a local folder or a Hub repo id
-(on a Hugging Face Space, set it as a variable of the Space).
+Or point the environment variable `LABELATTN_MODEL` at any text classifier: a local folder or a Hub repo id in the
+cache (on a Hugging Face Space, set it as a variable of the Space).
 """
 
 
@@ -102,8 +110,51 @@ def find_model(model: str | None = None) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """The option that sets the cost of a method, as the page's slider offers it.
+
+    Attributes:
+        method, option: the method and its option (`explainers.cost_hints`).
+        parameter: the slider's API parameter name, `<method>_<option>`.
+        start, bound: where the slider starts (the method's default, capped) and the most the server accepts.
+        fixed: the method's other options capped for interactive use (e.g. Integrated Gradients' `max_steps`).
+    """
+
+    method: str
+    option: str
+    start: int
+    bound: int
+    fixed: dict[str, Any]
+
+    @property
+    def parameter(self) -> str:
+        return f"{self.method}_{self.option}"
+
+    @classmethod
+    def of(cls, method: str) -> "Cost | None":
+        """The cost of `method` from the library's hints; None for a method whose cost no option scales."""
+        hints = cost_hints(method)
+        option = hints["option"]
+        if option is None:
+            return None
+        caps = dict(hints["caps"])
+        default = hints["default"]
+        bound = int(caps.pop(option, default))
+        start = min(int(default), bound) if isinstance(default, int | float) else bound
+        return cls(method, option, start, bound, caps)
+
+    def options(self, value: float | None) -> dict[str, Any]:
+        """The options of one request: the slider's `value` (None: where it starts), checked against the bound."""
+        value = self.start if value is None else value
+        whole = isinstance(value, int | float) and not isinstance(value, bool) and int(value) == value
+        if not whole or not 1 <= value <= self.bound:
+            raise ValueError(f"{self.parameter} must be a whole number from 1 to {self.bound}, got {value!r}.")
+        return {self.option: int(value), **self.fixed}
+
+
 class Backend:
-    """The model, its tokenizer and the explainers that fit it, behind one lock.
+    """The model, its tokenizer and the methods that fit it, behind one lock.
 
     Gradient methods hook the model's embedding layer while they run (Captum), and a hook would alter any forward
     pass run meanwhile by another request; a fast tokenizer changing its truncation setting in two threads at once
@@ -112,67 +163,52 @@ class Backend:
 
     def __init__(self, model_path: str, max_tokens: int = MAX_TOKENS):
         self.model_path = model_path
-        self.model = AutoModelForSequenceClassification.from_pretrained(model_path, trust_remote_code=True).eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
+        self.model, self.tokenizer = load_classifier(model_path)
+        self.max_tokens = min(max_tokens, token_limit(self.model, self.tokenizer))
         config = self.model.config
-        if getattr(config, "model_type", None) != "labelattn":
-            raise ValueError(f"{model_path} holds a {config.model_type!r} model, not a labelattn model.")
-        self.max_tokens = max_tokens
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
         self.lock = threading.Lock()
-        self.explainers = self._fitting_explainers()
-        # The methods whose cost the page bounds, and where their slider starts.
-        self.cost_defaults = {
-            method: min(int(self.explainers[method].defaults[option]), bound)
-            for method, (option, _, _, bound, _) in COSTS.items()
-            if method in self.explainers and option in self.explainers[method].defaults
-        }
-
-    def _fitting_explainers(self) -> dict[str, Explainer]:
-        """One explainer per method that fits this model, in page order; the classes themselves decide, raising
-        `MethodError` for a method that needs what the model lacks (layers, label attention)."""
-        order = [*METHOD_NAMES, *sorted(set(METHODS) - set(METHOD_NAMES))]
-        explainers = {}
-        for name in order:
-            if name not in METHODS:
-                continue
-            try:
-                explainers[name] = METHODS[name](self.model, self.tokenizer)
-            except MethodError:
-                continue
-        return explainers
+        supported = supported_methods(self.model, self.tokenizer)
+        order = [*(m for m in METHOD_NAMES if m in supported), *sorted(set(supported) - set(METHOD_NAMES))]
+        # The methods this model can use, in page order, and why the others cannot.
+        self.methods = [m for m in order if supported[m] is None]
+        self.unsupported = {m: supported[m] for m in order if supported[m] is not None}
+        self.costs = {m: cost for m in self.methods if (cost := Cost.of(m)) is not None}
 
     def describe(self) -> str:
-        config = self.model.config
+        config, shown = self.model.config, self.labels[:TOP_CLASSES]
+        more = f", … ({len(self.labels) - len(shown)} more)" if len(self.labels) > len(shown) else ""
         return (
-            f"**Model** `{self.model_path}` · backbone `{config.backbone}` · pooling `{config.pooling}` · "
-            f"{len(self.labels)} classes: {', '.join(self.labels)}"
+            f"**Model** `{self.model_path}` · {type(self.model).__name__} (`{config.model_type}`) · "
+            f"{len(self.labels)} classes: {', '.join(shown)}{more}"
         )
 
-    def predict(self, text: str) -> dict[str, float]:
-        """Class probabilities of `text` (cut to `max_tokens`), label → probability."""
-        with self.lock, torch.no_grad():
-            inputs = self.tokenizer(text, truncation=True, max_length=self.max_tokens, return_tensors="pt")
-            logits = self.model(**inputs.to(self.model.device)).logits
-        return dict(zip(self.labels, probabilities(self.model, logits)[0].tolist(), strict=True))
-
-    def count_words(self, text: str) -> int:
-        """How many words of `text` the model reads (after the cut to `max_tokens`)."""
+    def predict(self, text: str | tuple[str, str]) -> dict[str, float]:
+        """Class probabilities of `text` (a text or a pair, cut to `max_tokens`), label → probability."""
         with self.lock:
-            encoding = self.tokenizer(text, truncation=True, max_length=self.max_tokens)
-        return len({w for w in encoding.word_ids() if w is not None})
+            predictions = predict(self.model, self.tokenizer, [text], max_length=self.max_tokens)
+        return dict(zip(predictions.labels, predictions.probabilities[0].tolist(), strict=True))
 
-    def explain(self, text: str, method: str, target: Any = None, **options) -> Explanation:
-        """One explanation of `text` (cut to `max_tokens`); `target` as in `explainers.explain`."""
-        if method not in self.explainers:
-            raise MethodError(f"The method {method!r} does not fit this model: choose one of {list(self.explainers)}.")
+    def explain(self, text: str | tuple[str, str], method: str, target: Any = None, **options) -> Any:
+        """`explainers.explain` of one text or pair (cut to `max_tokens`), for a method that fits the model."""
+        if method not in self.methods:
+            reason = self.unsupported.get(method, f"choose one of {self.methods}")
+            raise ValueError(f"The method {method!r} is not available for this model: {reason}")
         with self.lock:
-            return self.explainers[method].explain(text, target=target, max_length=self.max_tokens, **options)
+            return explain(
+                self.model, self.tokenizer, text, method=method, target=target, max_length=self.max_tokens, **options
+            )
+
+    def cost_options(self, method: str, sliders: dict[str, float | None]) -> dict[str, Any]:
+        """The options bounding the cost of `method`, from the sliders' values (API parameter → value)."""
+        cost = self.costs.get(method)
+        return {} if cost is None else cost.options(sliders.get(cost.parameter))
 
 
 def user_errors(fn: Callable) -> Callable:
     """Show every failure as a `gr.Error` toast (the client gets the same message), never a stack trace: the
-    explainers' own errors say what to change; anything else is logged on the server."""
+    library's errors (`ValueError`, `TypeError`) say what to change and are not logged; anything else is logged on
+    the server with its traceback and the client told only its type."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -181,61 +217,49 @@ def user_errors(fn: Callable) -> Callable:
         except gr.Error:
             raise
         except (ValueError, TypeError) as error:
-            raise gr.Error(str(error)) from None
+            raise gr.Error(str(error), print_exception=False) from None
         except Exception as error:
             logger.exception("request failed")
             raise gr.Error(
-                f"The model failed on this input ({type(error).__name__}); the server log has details."
+                f"The model failed on this input ({type(error).__name__}); the server log has details.",
+                print_exception=False,
             ) from None
 
     return wrapper
 
 
-def checked_text(text: str | None, max_chars: int = MAX_CHARS) -> str:
-    if text is None or not text.strip():
-        raise gr.Error("The text is empty: type a sentence or pick one of the examples.")
+def checked_text(text: Any, name: str = "text", max_chars: int = MAX_CHARS) -> str:
+    """`text` from a text box or an API client: a non-empty string of at most `max_chars` characters."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise TypeError(f"The {name} must be a string, got {type(text).__name__}.")
+    if not text.strip():
+        raise ValueError(f"The {name} is empty: type a sentence or pick one of the examples.")
     if len(text) > max_chars:
-        raise gr.Error(f"The text has {len(text)} characters; this demo takes at most {max_chars}.")
+        raise ValueError(f"The {name} has {len(text)} characters; this demo takes at most {max_chars}.")
     return text
 
 
-def resolve_target(backend: Backend, text: str, target: str | None, contrast: str | None) -> Any:
-    """The `target=` of `explain` from the two selectors: None, a label, or a pair (a, b) for "a rather than b"."""
+def model_input(text: Any, text_pair: Any = None) -> str | tuple[str, str]:
+    """The text, or the pair (text, second text) when the second box holds anything."""
+    text = checked_text(text)
+    if text_pair is None or (isinstance(text_pair, str) and not text_pair.strip()):
+        return text
+    return (text, checked_text(text_pair, "second text"))
+
+
+def target_of(target: str | None, contrast: str | None, predicted: Callable[[], str]) -> Any:
+    """The `target=` of `explain` from the two selectors: None (the library takes the predicted class), a label,
+    or a pair (a, b) for "a rather than b", where a is `predicted()` when no class was chosen."""
     target = None if target in (None, "", PREDICTED) else target
     if contrast in (None, "", NO_CONTRAST):
         return target
-    if target is None:
-        probs = backend.predict(text)
-        target = max(probs, key=probs.get)
-    if target == contrast:
-        raise gr.Error(f"'Why {target} rather than {contrast}?' compares a class with itself: pick two classes.")
-    return (target, contrast)
-
-
-def cost_options(backend: Backend, method: str, sliders: dict[str, float | None], text: str) -> dict[str, int]:
-    """The options bounding the cost of `method` on `text`: its slider's value (from `sliders`, API parameter →
-    value; None takes the default), refused above the bound, and the fixed caps the method knows."""
-    if method not in backend.cost_defaults:
-        return {}
-    option, parameter, label, bound, caps = COSTS[method]
-    value = sliders.get(parameter)
-    value = backend.cost_defaults[method] if value is None else value
-    if not 1 <= value <= bound or int(value) != value:
-        raise gr.Error(f"{label} ({parameter}) must be a whole number from 1 to {bound}, got {value}.")
-    if method == "shap":
-        words = backend.count_words(text)
-        if value * words > SHAP_EVALUATIONS:
-            raise gr.Error(
-                f"SHAP with {int(value)} samples of {words} words takes {int(value) * words} model evaluations; this "
-                f"demo allows {SHAP_EVALUATIONS}: lower {parameter} to {max(1, SHAP_EVALUATIONS // words)} or "
-                "shorten the text."
-            )
-    known = backend.explainers[method].defaults
-    return {option: int(value), **{k: v for k, v in caps.items() if k in known}}
+    return (predicted() if target is None else target, contrast)
 
 
 def details_markdown(exp: Explanation, backend: Backend) -> str:
-    """What the colours explain, and the checks a reader needs: truncation, IG's completeness."""
+    """What the colours explain, and the checks a reader needs: truncation, IG's completeness, SHAP's error."""
     name = METHOD_NAMES.get(exp.method, exp.method)
     question = f"Why **{exp.target_label}**"
     if exp.contrast_label is not None:
@@ -253,23 +277,29 @@ def details_markdown(exp: Explanation, backend: Backend) -> str:
             f"sum of word scores = {sum(exp.scores):.4f} (should be F(x) − F(baseline) = {gap:.4f}); "
             f"convergence delta = {exp.delta:.2e}. More steps make the delta smaller."
         )
+    errors = exp.extras.get("standard_errors")
+    if errors:
+        lines.append(
+            f"SHAP: mean standard error of a word's value = {sum(errors) / len(errors):.2e} (from the sampled "
+            "orderings; more samples make it smaller)."
+        )
     if exp.truncated:
-        lines.append(truncation_warning(exp, backend))
+        lines.append(truncation_warning(backend))
     return "\n\n".join(lines)
 
 
-def truncation_warning(exp: Explanation, backend: Backend) -> str:
+def truncation_warning(backend: Backend) -> str:
     return (
-        f"⚠️ **The text was cut**: this demo reads at most {backend.max_tokens} tokens, so only the first "
-        f"{len(exp.words)} words were classified and explained."
+        f"⚠️ **The text was cut**: this demo reads at most {backend.max_tokens} tokens, so only the words shown "
+        "were classified and explained."
     )
 
 
-def faithfulness_markdown(result: TextFaithfulness) -> str:
+def faithfulness_markdown(result: TextFaithfulness, label: str) -> str:
     tau = "undefined (one word)" if result.tau_loo is None else f"{result.tau_loo:.3f}"
     return (
-        f"**Faithfulness** of this explanation for {result.target_label} (p = {result.probability:.3f}), averaged "
-        f"over the top 10 %, 20 %, … 100 % of the words:\n\n"
+        f"**Faithfulness** of this explanation for {label} (p = {result.probability:.3f}), averaged over the top "
+        "10 %, 20 %, … 100 % of the words:\n\n"
         f"- comprehensiveness = {result.comprehensiveness:.3f}: the drop of p when the top words are removed "
         "(higher is better);\n"
         f"- sufficiency = {result.sufficiency:.3f}: the drop of p when only the top words are kept (lower is better);\n"
@@ -277,213 +307,353 @@ def faithfulness_markdown(result: TextFaithfulness) -> str:
     )
 
 
-def heatmap_figure(exp: Explanation) -> Figure:
-    """The classes × words label-attention heatmap, on a Figure of its own (pyplot's global state is not safe
-    across the server's threads, and a pyplot figure would stay open)."""
-    rows = len(exp.extras.get("labels", [exp.target_label]))
-    figure = Figure(figsize=(max(4.0, 0.55 * len(exp.words) + 1.5), 0.45 * rows + 1.6))
-    return exp.plot(ax=figure.add_subplot())
+def heatmap_figure(explanations: list[Explanation]) -> Figure:
+    """The classes × words label-attention heatmap of the most probable classes (one explanation each, most
+    probable first), on a Figure of its own (pyplot's global state is not safe across the server's threads, and
+    a pyplot figure would stay open)."""
+    first = explanations[0]
+    rows = [exp.scores for exp in explanations]
+    shown = dataclasses.replace(first, extras={"class_scores": rows, "labels": [e.target_label for e in explanations]})
+    figure = Figure(figsize=(max(4.0, 0.55 * len(first.words) + 1.5), 0.45 * len(rows) + 1.6))
+    return shown.plot(ax=figure.add_subplot())
 
 
-def build_demo(model: str | Backend | None = None) -> gr.Blocks:
-    """The page for `model` (a loaded `Backend`, or a name for `find_model`), queued; a page that says how to get a
-    model when there is none or it does not load."""
-    backend, problem = (model, None) if isinstance(model, Backend) else (None, HOW_TO_GET_A_MODEL)
-    path = None if backend is not None else find_model(model)
-    if path is not None:
-        try:
-            backend = Backend(path)
-        except (OSError, ValueError) as error:
-            problem = f"### Could not load the model `{path}`\n{error}\n\n{HOW_TO_GET_A_MODEL}"
-    with gr.Blocks(title="labelattn: why did the model decide?", analytics_enabled=False) as demo:
-        gr.Markdown(
-            "# labelattn: why did the model decide?\nA classifier whose classes each attend to the words they "
-            "need. Type a text, pick a method, and see which words pushed the prediction."
-        )
-        if backend is None:
-            gr.Markdown(problem, elem_id="no-model")
-        else:
-            gr.Markdown(backend.describe(), elem_id="model-info")
-            build_page(backend)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
-    return demo
+class Endpoints:
+    """What each event and API endpoint does: check the inputs, call the backend, shape the outputs. Each is
+    wrapped by `user_errors`, so a client gets a message, never a stack trace."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    @user_errors
+    def predict(self, text: str, text_pair: str | None = None) -> dict[str, float]:
+        """Class probabilities of the text (or the pair)."""
+        return self.backend.predict(model_input(text, text_pair))
+
+    @user_errors
+    def explain(
+        self, text: str, text_pair: str | None, method: str, target: str, contrast: str, **costs: float | None
+    ) -> tuple[dict[str, float], list, str, dict]:
+        """Prediction, word scores (HighlightedText), a summary, and the explanation as a dict."""
+        backend, given = self.backend, model_input(text, text_pair)
+        probabilities = backend.predict(given)  # the page shows them; they also name the predicted class
+        wanted = target_of(target, contrast, lambda: max(probabilities, key=probabilities.get))
+        exp = backend.explain(given, method, wanted, **backend.cost_options(method, costs))
+        return probabilities, exp.to_highlighted_text(), details_markdown(exp, backend), exp.to_dict()
+
+    @user_errors
+    def heatmap(self, text: str, text_pair: str | None = None) -> Figure:
+        """The label-attention weights of the most probable classes on every word."""
+        top_k = min(len(self.backend.labels), TOP_CLASSES)
+        return heatmap_figure(self.backend.explain(model_input(text, text_pair), "label_attention", top_k=top_k))
+
+    @user_errors
+    def faithfulness(self, explanation: dict | None) -> str:
+        """Comprehensiveness, sufficiency and τ-LOO of an explanation (the dict that /explain returns)."""
+        exp = self.checked_explanation(explanation)
+        backend = self.backend
+        with backend.lock:
+            report = evaluate_faithfulness(backend.model, backend.tokenizer, [exp], max_length=backend.max_tokens)
+        return faithfulness_markdown(report.per_text[0], backend.labels[exp.target])
+
+    def checked_explanation(self, explanation: Any) -> Explanation:
+        """The client's explanation dict as an `Explanation`, every field validated (`Explanation.from_dict`) and
+        checked against this model: its texts bounded like any other, its classes and method this model's. (The
+        faithfulness measure itself checks the words against the tokenizer.)"""
+        if not isinstance(explanation, dict) or not explanation:
+            raise ValueError("No explanation yet: run Explain first, and pass the dict it returns unchanged.")
+        checked_text(explanation.get("text"))
+        if explanation.get("text_pair") is not None:
+            checked_text(explanation["text_pair"], "second text")
+        exp = Explanation.from_dict(explanation)
+        classes = {"target": (exp.target, exp.target_label)}
+        if exp.contrast is not None or exp.contrast_label is not None:
+            classes["contrast"] = (exp.contrast, exp.contrast_label)
+        labels = self.backend.labels
+        for role, (index, label) in classes.items():
+            # Checked against the model rather than echoed: the label is shown in the page's Markdown.
+            if not (isinstance(index, int) and 0 <= index < len(labels) and label == labels[index]):
+                raise ValueError(
+                    f"The explanation's {role} and {role}_label are not a class of this model: pass the dict that "
+                    "/explain returned unchanged."
+                )
+        if exp.method not in self.backend.methods:
+            raise ValueError(f"The explanation's method is not one of this model's methods {self.backend.methods}.")
+        return exp
+
+    @user_errors
+    def compare(
+        self, text: str, text_pair: str | None, target: str, contrast: str, selected: list[str], **costs: float | None
+    ) -> list:
+        """A note on what is explained, then one HighlightedText value per method of the page (None for the
+        methods not selected, whose panels are hidden)."""
+        backend, given = self.backend, model_input(text, text_pair)
+        if not selected:
+            raise ValueError("Pick at least one method to compare.")
+        wanted = target_of(target, contrast, lambda: self.predicted_label(given))
+        values, alone, cut = [], [], False
+        for name in backend.methods:
+            if name not in selected:
+                values.append(None)
+                continue
+            # A method that cannot explain "a rather than b" explains "a" alone, and the note says so.
+            own = wanted[0] if isinstance(wanted, tuple) and not METHODS[name].allows_contrast else wanted
+            alone += [METHOD_NAMES.get(name, name)] if own is not wanted else []
+            exp = backend.explain(given, name, own, **backend.cost_options(name, costs))
+            cut = cut or exp.truncated
+            values.append(exp.to_highlighted_text())
+        question = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
+        note = f"**{question}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
+        return [note + ("\n\n" + truncation_warning(backend) if cut else ""), *values]
+
+    def predicted_label(self, given: str | tuple[str, str]) -> str:
+        probabilities = self.backend.predict(given)
+        return max(probabilities, key=probabilities.get)
 
 
-def build_page(backend: Backend) -> None:
-    """The components and events of a loaded model (inside the Blocks context)."""
-    methods = [(METHOD_NAMES.get(m, m), m) for m in backend.explainers]
-    default_method = next(iter(backend.explainers))
-    allows_contrast = {m: e.allows_contrast for m, e in backend.explainers.items()}
-    has_heatmap = "label_attention" in backend.explainers
+@dataclasses.dataclass
+class ExplainTab:
+    text: gr.Textbox
+    text_pair: gr.Textbox
+    method: gr.Dropdown
+    target: gr.Dropdown
+    contrast: gr.Dropdown
+    sliders: dict[str, gr.Slider]
+    button: gr.Button
+    prediction: gr.Label
+    highlight: gr.HighlightedText
+    details: gr.Markdown
+    heatmap: gr.Plot
+    faithfulness: gr.Markdown
+    raw: gr.JSON
 
+
+@dataclasses.dataclass
+class CompareTab:
+    note: gr.Markdown
+    chosen: gr.CheckboxGroup
+    button: gr.Button
+    panels: list[gr.HighlightedText]
+
+
+def method_choices(backend: Backend) -> list[tuple[str, str]]:
+    return [(METHOD_NAMES.get(m, m), m) for m in backend.methods]
+
+
+def input_boxes() -> tuple[gr.Textbox, gr.Textbox]:
+    text = gr.Textbox(
+        label="Text",
+        lines=2,
+        placeholder="Ask a question, e.g. Who wrote Hamlet ?",
+        max_length=MAX_CHARS,
+        elem_id="text",
+    )
+    text_pair = gr.Textbox(
+        label=PAIR_LABEL,
+        lines=1,
+        placeholder="Leave empty for a single text",
+        max_length=MAX_CHARS,
+        elem_id="text-pair",
+    )
+    gr.Examples(EXAMPLES, inputs=[text], label="Questions from TREC (the default data set)")
+    return text, text_pair
+
+
+def cost_sliders(backend: Backend) -> dict[str, gr.Slider]:
+    """One slider per method whose cost an option scales, keyed by its API parameter."""
+    with gr.Accordion("Cost of the slow methods", open=False, visible=bool(backend.costs)):
+        return {
+            cost.parameter: gr.Slider(
+                1,
+                cost.bound,
+                value=cost.start,
+                step=1,
+                label=f"{METHOD_NAMES.get(cost.method, cost.method)}: {cost.option}",
+                elem_id=cost.parameter,
+            )
+            for cost in backend.costs.values()
+        }
+
+
+def explain_tab(backend: Backend) -> ExplainTab:
+    """The Explain tab's components (inside the Blocks context)."""
+    first = backend.methods[0]
     with gr.Tab("Explain"):
         with gr.Row():
             with gr.Column(scale=3):
-                text = gr.Textbox(
-                    label="Text",
-                    lines=2,
-                    placeholder="Ask a question, e.g. Who wrote Hamlet ?",
-                    max_length=MAX_CHARS,
-                    elem_id="text",
-                )
-                gr.Examples(EXAMPLES, inputs=[text], label="Questions from TREC (the default data set)")
+                text, text_pair = input_boxes()
                 with gr.Row():
-                    method = gr.Dropdown(methods, value=default_method, label="Method", elem_id="method")
+                    # Values outside the lists reach the endpoint, which says why it refuses them (a method this
+                    # model cannot use, an unknown class) instead of Gradio's bare "not in the list of choices".
+                    method = gr.Dropdown(
+                        method_choices(backend), value=first, label="Method", allow_custom_value=True, elem_id="method"
+                    )
                     target = gr.Dropdown(
-                        [PREDICTED, *backend.labels], value=PREDICTED, label="Why this class?", elem_id="target"
+                        [PREDICTED, *backend.labels],
+                        value=PREDICTED,
+                        label="Why this class?",
+                        allow_custom_value=True,
+                        elem_id="target",
                     )
                     contrast = gr.Dropdown(
                         [NO_CONTRAST, *backend.labels],
                         value=NO_CONTRAST,
                         label="…rather than this one?",
                         info="gradient methods and SHAP",
-                        interactive=allows_contrast[default_method],
+                        interactive=METHODS[first].allows_contrast,
+                        allow_custom_value=True,
                         elem_id="contrast",
                     )
-                with gr.Accordion("Cost of the slow methods", open=False):
-                    sliders = [
-                        gr.Slider(
-                            1,
-                            bound,
-                            value=backend.cost_defaults.get(name),
-                            step=1,
-                            label=label,
-                            visible=name in backend.cost_defaults,
-                            elem_id=parameter,
-                        )
-                        for name, (_, parameter, label, bound, _) in COSTS.items()
-                    ]
-                explain_button = gr.Button("Explain", variant="primary", elem_id="explain")
+                sliders = cost_sliders(backend)
+                button = gr.Button("Explain", variant="primary", elem_id="explain")
             with gr.Column(scale=2):
-                prediction = gr.Label(label="Prediction", elem_id="prediction")
+                prediction = gr.Label(label="Prediction", num_top_classes=TOP_CLASSES, elem_id="prediction")
         highlight = gr.HighlightedText(label="Words coloured by score", show_legend=True, elem_id="highlight")
         details = gr.Markdown(label="Summary", elem_id="details")
         with gr.Row():
             heatmap = gr.Plot(
-                label="Label attention: classes × words", show_label=False, visible=has_heatmap, elem_id="heatmap"
+                label="Label attention: classes × words",
+                show_label=False,
+                visible="label_attention" in backend.methods,
+                elem_id="heatmap",
             )
             faithfulness = gr.Markdown(label="Faithfulness", elem_id="faithfulness")
         with gr.Accordion("The explanation as JSON", open=False):
             raw = gr.JSON(label="Explanation", elem_id="raw")
+    return ExplainTab(
+        text,
+        text_pair,
+        method,
+        target,
+        contrast,
+        sliders,
+        button,
+        prediction,
+        highlight,
+        details,
+        heatmap,
+        faithfulness,
+        raw,
+    )
 
+
+def compare_tab(backend: Backend) -> CompareTab:
+    """The Compare tab's components: the methods this model supports, side by side."""
+    methods = method_choices(backend)
     with gr.Tab("Compare methods"):
         gr.Markdown("The text and target of the Explain tab, explained by several methods side by side.")
-        compare_note = gr.Markdown(elem_id="compare-note")
+        if backend.unsupported:
+            gr.Markdown(
+                "Not available for this model: "
+                + "; ".join(f"{METHOD_NAMES.get(m, m)} ({why})" for m, why in backend.unsupported.items()),
+                elem_id="unsupported",
+            )
+        note = gr.Markdown(elem_id="compare-note")
         chosen = gr.CheckboxGroup(
             methods,
-            value=[m for m in COMPARE_DEFAULT if m in backend.explainers],
+            value=[m for m in COMPARE_DEFAULT if m in backend.methods] or backend.methods[:2],
             label="Methods",
             elem_id="compare-methods",
         )
-        compare_button = gr.Button("Compare", variant="primary", elem_id="compare")
+        button = gr.Button("Compare", variant="primary", elem_id="compare")
         with gr.Row(equal_height=False):
             panels = [
                 gr.HighlightedText(label=label, visible=name in chosen.value, min_width=320, elem_id=f"compare-{name}")
                 for label, name in methods
             ]
+    return CompareTab(note, chosen, button, panels)
 
-    @user_errors
-    def run_predict(text: str) -> dict[str, float]:
-        """Class probabilities of the text."""
-        return backend.predict(checked_text(text))
 
-    @user_errors
-    def run_explain(
-        text: str, method: str, target: str, contrast: str, ig_steps: float | None, shap_samples: float | None
-    ) -> tuple[dict[str, float], list, str, dict]:
-        """Prediction, word scores (HighlightedText), a summary, and the explanation as a dict."""
-        text = checked_text(text)
-        options = cost_options(backend, method, {"ig_steps": ig_steps, "shap_samples": shap_samples}, text)
-        exp = backend.explain(text, method, resolve_target(backend, text, target, contrast), **options)
-        return backend.predict(text), exp.to_highlighted_text(), details_markdown(exp, backend), exp.to_dict()
+def contrast_for(method: str) -> dict:
+    """A method that cannot take "rather than" greys out the box and clears it: a disabled box keeps no class."""
+    if method in METHODS and METHODS[method].allows_contrast:
+        return gr.update(interactive=True)
+    return gr.update(interactive=False, value=NO_CONTRAST)
 
-    @user_errors
-    def run_heatmap(text: str) -> Figure:
-        """The label-attention weights of every class on every word."""
-        return heatmap_figure(backend.explain(checked_text(text), "label_attention"))
 
-    @user_errors
-    def run_faithfulness(explanation: dict | None) -> str:
-        """Comprehensiveness, sufficiency and τ-LOO of an explanation (the dict that /explain returns)."""
-        if not isinstance(explanation, dict) or not explanation:
-            raise gr.Error("No explanation yet: run Explain first.")
-        # The dict comes from the client: its text gets the same bound as any other, before the model sees it.
-        checked_text(explanation.get("text"))
-        try:
-            exp = Explanation(**{**explanation, "spans": [tuple(span) for span in explanation["spans"]]})
-        except (KeyError, TypeError) as error:
-            raise gr.Error(f"Not an explanation returned by /explain ({error}): pass that dict unchanged.") from None
-        with backend.lock:
-            report = evaluate_faithfulness(backend.model, backend.tokenizer, [exp], max_length=backend.max_tokens)
-        return faithfulness_markdown(report.per_text[0])
-
-    @user_errors
-    def run_compare(
-        text: str,
-        target: str,
-        contrast: str,
-        selected: list[str],
-        ig_steps: float | None,
-        shap_samples: float | None,
-    ) -> list:
-        """A note on what is explained, then one HighlightedText value per method of the page (None for the
-        methods not selected, whose panels are hidden)."""
-        text = checked_text(text)
-        if not selected:
-            raise gr.Error("Pick at least one method to compare.")
-        wanted = resolve_target(backend, text, target, contrast)
-        sliders = {"ig_steps": ig_steps, "shap_samples": shap_samples}
-        values, alone, cut = [], [], None
-        for label, name in methods:
-            if name not in selected:
-                values.append(None)
-                continue
-            # A method that cannot explain "a rather than b" explains "a" alone, and the note says so.
-            own = wanted if allows_contrast[name] or not isinstance(wanted, tuple) else wanted[0]
-            alone += [label] if own is not wanted else []
-            exp = backend.explain(text, name, own, **cost_options(backend, name, sliders, text))
-            cut = exp if exp.truncated else cut
-            values.append(exp.to_highlighted_text())
-        question = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
-        note = f"**{question}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
-        if cut is not None:
-            note += "\n\n" + truncation_warning(cut, backend)
-        return [note, *values]
-
-    def contrast_for(method_name: str) -> dict:
-        # A method that cannot take "rather than" also clears it: a greyed-out box must not keep a class.
-        if allows_contrast[method_name]:
-            return gr.update(interactive=True)
-        return gr.update(interactive=False, value=NO_CONTRAST)
-
-    method.change(contrast_for, method, contrast, api_visibility="private")
+def wire_events(backend: Backend, tab: ExplainTab, compare: CompareTab) -> None:
+    """The events of the page and its named API endpoints: /explain, /heatmap, /faithfulness, /compare, /predict."""
+    endpoints = Endpoints(backend)
+    tab.method.change(contrast_for, tab.method, tab.contrast, api_visibility="private")
     explained = gr.on(
-        [explain_button.click, text.submit],
-        run_explain,
-        inputs=[text, method, target, contrast, *sliders],
-        outputs=[prediction, highlight, details, raw],
+        [tab.button.click, tab.text.submit],
+        endpoints.explain,
+        inputs=[tab.text, tab.text_pair, tab.method, tab.target, tab.contrast],
+        inputs_kwargs=tab.sliders,
+        outputs=[tab.prediction, tab.highlight, tab.details, tab.raw],
         api_name="explain",
     )
-    if has_heatmap:
-        explained.success(run_heatmap, inputs=[text], outputs=[heatmap], api_name="heatmap")
-    explained.success(run_faithfulness, inputs=[raw], outputs=[faithfulness], api_name="faithfulness")
-    chosen.change(
-        lambda sel: [gr.update(visible=m in sel) for _, m in methods], chosen, panels, api_visibility="private"
+    if "label_attention" in backend.methods:
+        explained.success(
+            endpoints.heatmap, inputs=[tab.text, tab.text_pair], outputs=[tab.heatmap], api_name="heatmap"
+        )
+    explained.success(endpoints.faithfulness, inputs=[tab.raw], outputs=[tab.faithfulness], api_name="faithfulness")
+    compare.chosen.change(
+        lambda selected: [gr.update(visible=m in selected) for m in backend.methods],
+        compare.chosen,
+        compare.panels,
+        api_visibility="private",
     )
-    compare_button.click(
-        run_compare,
-        inputs=[text, target, contrast, chosen, *sliders],
-        outputs=[compare_note, *panels],
+    compare.button.click(
+        endpoints.compare,
+        inputs=[tab.text, tab.text_pair, tab.target, tab.contrast, compare.chosen],
+        inputs_kwargs=tab.sliders,
+        outputs=[compare.note, *compare.panels],
         api_name="compare",
     )
     # API only: the probabilities alone, the cheapest call.
-    gr.api(run_predict, api_name="predict")
+    gr.api(endpoints.predict, api_name="predict")
+
+
+def load_backend(model: str | Backend | None) -> tuple[Backend | None, str]:
+    """The backend of `model` (a loaded `Backend`, or a name for `find_model`), or None and what the page says."""
+    if isinstance(model, Backend):
+        return model, ""
+    path = find_model(model)
+    if path is None:
+        return None, HOW_TO_GET_A_MODEL
+    try:
+        return Backend(path), ""
+    except (OSError, ValueError) as error:
+        return None, f"### Could not load the model `{path}`\n{error}\n\n{HOW_TO_GET_A_MODEL}"
+
+
+def build_demo(model: str | Backend | None = None) -> gr.Blocks:
+    """The page for `model` (a loaded `Backend`, or a name for `find_model`), queued; a page that says how to get a
+    model when there is none or it does not load."""
+    backend, problem = load_backend(model)
+    with gr.Blocks(title="labelattn: why did the model decide?", analytics_enabled=False) as demo:
+        gr.Markdown(
+            "# labelattn: why did the model decide?\nAny text classifier, explained word by word. Type a text (or a "
+            "pair), pick a method, and see which words pushed the prediction."
+        )
+        if backend is None:
+            gr.Markdown(problem, elem_id="no-model")
+        else:
+            gr.Markdown(backend.describe(), elem_id="model-info")
+            wire_events(backend, explain_tab(backend), compare_tab(backend))
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
+    return demo
+
+
+async def unknown_endpoint(request: Request, error: FnIndexInferError) -> JSONResponse:
+    """A call to an API name the page does not have: a 404 that names the endpoints, not a 500 and a traceback."""
+    return JSONResponse(
+        {"error": f"{error}. The endpoints are /predict, /explain, /heatmap, /faithfulness and /compare."},
+        status_code=404,
+    )
+
+
+def launch(demo: gr.Blocks, **kwargs) -> Any:
+    """`demo.launch(**kwargs)`, without server-side rendering and with the app's handler of unknown API names."""
+    app_kwargs = {"exception_handlers": {FnIndexInferError: unknown_endpoint}}
+    return demo.launch(ssr_mode=False, app_kwargs=app_kwargs, **kwargs)
 
 
 def main() -> None:
     """`python app.py`: serve on `$GRADIO_SERVER_NAME` (a Space sets 0.0.0.0) or loopback."""
     logging.basicConfig(level=logging.INFO)
-    build_demo().launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), ssr_mode=False)
+    launch(build_demo(), server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
 
 
 if __name__ == "__main__":

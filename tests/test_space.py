@@ -14,13 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
+import httpx
 import pytest
-from conftest import PLANTED_WORD, make_model, planted_texts, save_model
+import torch
+from conftest import PLANTED_WORD, make_model, planted_texts, save_model, tiny_encoder_config
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import SpaceCard
 from packaging.requirements import Requirement
+from transformers import BertForSequenceClassification
 
+from explainers import LoadError, supported_methods
 from labelattn import space
 from labelattn.space import load_app
 
@@ -40,7 +44,7 @@ def running_app(model: str | None):
     """The Space's page for `model`, served on a free loopback port; yields its URL."""
     demo = app.build_demo(model)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, ssr_mode=False, prevent_thread_lock=True, quiet=True)
+    app.launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -60,8 +64,20 @@ def client(planted_dir):
 
 
 def explain(client: Client, text: str, method: str = "label_attention", target: str = app.PREDICTED, **kwargs):
+    """/explain as a client calls it; `text_pair`, `contrast` and the cost sliders by keyword."""
     contrast = kwargs.pop("contrast", app.NO_CONTRAST)
-    return client.predict(text, method, target, contrast, api_name="/explain", **kwargs)
+    text_pair = kwargs.pop("text_pair", "")
+    return client.predict(text, text_pair, method, target, contrast, api_name="/explain", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tokenizer, tmp_path_factory) -> str:
+    """A plain transformers `BertForSequenceClassification` (no label attention) of 30 classes, with the MiniLM
+    tokenizer, saved as any fine-tuned classifier is."""
+    torch.manual_seed(0)
+    labels = {i: f"topic_{i}" for i in range(30)}
+    config = tiny_encoder_config(id2label=labels, label2id={v: k for k, v in labels.items()})
+    return str(save_model(BertForSequenceClassification(config).eval(), tokenizer, tmp_path_factory.mktemp("bert")))
 
 
 def words_of(highlighted: list[dict]) -> dict[str, float]:
@@ -114,7 +130,9 @@ def test_target_selector_explains_another_class(client):
 
 def test_contrast_with_integrated_gradients_and_its_delta(client):
     text = f"the {PLANTED_WORD} can find water"
-    _, highlighted, details, raw = explain(client, text, "integrated_gradients", contrast="other", ig_steps=32)
+    _, highlighted, details, raw = explain(
+        client, text, "integrated_gradients", contrast="other", integrated_gradients_n_steps=32
+    )
     assert (raw["target_label"], raw["contrast_label"]) == ("planted", "other")
     assert raw["options"]["n_steps"] <= 64, "the page caps IG's refinements"
     gap = raw["score"] - raw["baseline_score"]
@@ -153,7 +171,7 @@ def test_heatmap_and_predict_endpoints(client):
 def test_compare_shows_the_chosen_methods_side_by_side(client):
     text = f"the {PLANTED_WORD} said no"
     chosen = ["label_attention", "integrated_gradients"]
-    note, *panels = client.predict(text, "planted", "other", chosen, api_name="/compare")
+    note, *panels = client.predict(text, "", "planted", "other", chosen, api_name="/compare")
     shown = [panel for panel in panels if panel is not None]  # one value per method of the page, None if not chosen
     assert len(shown) == 2 and len(panels) > 2
     for panel in shown:
@@ -167,8 +185,13 @@ def test_compare_shows_the_chosen_methods_side_by_side(client):
 @pytest.mark.filterwarnings("ignore:Text 0 is longer than")
 def test_compare_says_when_the_text_was_cut(client):
     text = " ".join(["water"] * 300) + f" {PLANTED_WORD}"
-    note = client.predict(text, app.PREDICTED, app.NO_CONTRAST, ["label_attention"], api_name="/compare")[0]
+    note = client.predict(text, "", app.PREDICTED, app.NO_CONTRAST, ["label_attention"], api_name="/compare")[0]
     assert "The text was cut" in note and f"at most {app.MAX_TOKENS} tokens" in note
+
+
+def tampered(client: Client, **fields) -> dict:
+    """A real explanation with some fields changed by the client."""
+    return {**explain(client, f"a {PLANTED_WORD} here")[-1], **fields}
 
 
 def huge_explanation(client: Client) -> dict:
@@ -182,15 +205,31 @@ def huge_explanation(client: Client) -> dict:
     [
         (lambda c: explain(c, "   "), "The text is empty"),
         (lambda c: explain(c, "x" * (app.MAX_CHARS + 1)), f"at most {app.MAX_CHARS}"),
-        (lambda c: explain(c, "a zebra", "integrated_gradients", ig_steps=10_000), "maximum value 64"),
-        (lambda c: explain(c, "a zebra", "integrated_gradients", ig_steps=2.5), "ig_steps"),
-        (lambda c: explain(c, " ".join(["water"] * 100), "shap", shap_samples=25), "lower shap_samples to 20"),
-        (lambda c: explain(c, "a zebra", target="other", contrast="other"), "compares a class with itself"),
+        (
+            lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps=10_000),
+            "maximum value 64",
+        ),
+        (lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps=2.5), "n_steps"),
+        (lambda c: explain(c, "a zebra", text_pair="x" * (app.MAX_CHARS + 1)), "The second text has"),
+        # Targets are the library's to resolve: a class against itself, a class the model lacks, a method it lacks.
+        (lambda c: explain(c, "a zebra", "saliency", target="other", contrast="other"), "names class 'other' twice"),
+        (lambda c: explain(c, "a zebra", "saliency", target="HUM"), "Unknown target label 'HUM'"),
+        (lambda c: explain(c, "a zebra", "attention_flow"), "not available for this model: the method follows"),
         (lambda c: explain(c, "a zebra", contrast="other"), "cannot explain a pair target"),
         (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
-        # /faithfulness takes a dict from the client: its text is bounded like any other, its shape checked.
+        # /predict takes what a client sends, unconverted: a text that is not a string is said to be one.
+        (lambda c: c.predict(12345, api_name="/predict"), "The text must be a string, got int"),
+        (lambda c: c.predict({"text": "a zebra"}, api_name="/predict"), "The text must be a string, got dict"),
+        (lambda c: c.predict(["a zebra"], api_name="/predict"), "The text must be a string, got list"),
+        # /faithfulness takes a dict from the client: its text is bounded like any other, every field checked,
+        # its classes checked against the model's (a label is shown in the page's Markdown, never echoed raw).
         (lambda c: c.predict(huge_explanation(c), api_name="/faithfulness"), f"at most {app.MAX_CHARS}"),
-        (lambda c: c.predict({"text": "a zebra"}, api_name="/faithfulness"), "Not an explanation returned by"),
+        (lambda c: c.predict({"text": "a zebra"}, api_name="/faithfulness"), "Explanation"),
+        (lambda c: c.predict(tampered(c, text=12345), api_name="/faithfulness"), "text must be a string, got int"),
+        (lambda c: c.predict(tampered(c, spans="notalist"), api_name="/faithfulness"), "spans"),
+        (lambda c: c.predict(tampered(c, target_label="**HACKED**"), api_name="/faithfulness"), "not a class of"),
+        (lambda c: c.predict(tampered(c, target=7), api_name="/faithfulness"), "not a class of this model"),
+        (lambda c: c.predict(tampered(c, method="nope"), api_name="/faithfulness"), "method"),
     ],
 )
 def test_bad_requests_get_the_apps_message(client, call, message):
@@ -198,26 +237,82 @@ def test_bad_requests_get_the_apps_message(client, call, message):
         call(client)
 
 
+def test_a_tampered_label_is_refused_not_echoed(client):
+    with pytest.raises(AppError) as refused:
+        client.predict(tampered(client, target_label="<img src=x onerror=alert(1)>"), api_name="/faithfulness")
+    assert "onerror" not in str(refused.value)
+
+
+def test_an_unknown_api_name_is_a_404_without_traceback(client, capfd):
+    for path in ("gradio_api/call/nope", "gradio_api/run/nope"):
+        answer = httpx.post(client.src + path, json={"data": ["a zebra"]}, timeout=60)
+        assert answer.status_code == 404 and "/explain" in answer.json()["error"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(("backbone", "pooling"), [("embedding", "mean"), ("encoder", "label_attention")])
 def test_only_methods_that_fit_the_model_are_listed(tokenizer, tmp_path, backbone, pooling):
     backend = app.Backend(str(save_model(make_model(backbone, pooling, num_labels=2), tokenizer, tmp_path / "model")))
-    config, text = backend.model.config, "one two three"
-    for name, method in app.METHODS.items():
-        unfit = (method.needs_encoder and config.backbone != "encoder") or (
-            method.needs_label_attention and config.pooling != "label_attention"
-        )
-        if unfit:
-            assert name not in backend.explainers, name
-        if name not in backend.explainers:
-            with pytest.raises(app.MethodError):
+    text, supported = "one two three", supported_methods(backend.model)
+    for name, reason in supported.items():
+        if reason is not None:
+            assert name not in backend.methods
+            with pytest.raises(ValueError, match=re.escape(reason)):
                 backend.explain(text, name)
         else:
-            assert backend.explain(text, name, **app.cost_options(backend, name, {}, text)).words == text.split()
-    # The heatmap (and its endpoint) exists where label attention does.
-    api = app.build_demo(backend).get_api_info()["named_endpoints"]
+            assert backend.explain(text, name, **backend.cost_options(name, {})).words == text.split()
+    assert backend.methods and set(backend.methods) == {name for name, why in supported.items() if why is None}
+    # The heatmap (and its endpoint) exists where label attention does; the compare tab lists the methods allowed.
+    demo = app.build_demo(backend)
+    api = demo.get_api_info()["named_endpoints"]
     assert "/explain" in api and ("/heatmap" in api) == (pooling == "label_attention")
-    if backbone == "encoder":
-        assert {"attention_rollout", "attention_flow"} <= set(backend.explainers)
+    compare = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "compare-methods")
+    assert [value for _, value in compare.choices] == backend.methods
+
+
+def test_a_plain_bert_classifier_of_many_classes_is_served_and_explained(bert_dir):
+    """Any text classifier: a transformers BertForSequenceClassification of 30 classes, through the client. The
+    prediction shows the top classes, the page has no heatmap (no label attention), the methods are its own."""
+    with running_app(bert_dir) as url:
+        bert = Client(url, verbose=False)
+        assert "/heatmap" not in bert.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        text = "Who wrote Hamlet ?"
+        prediction, highlighted, details, raw = explain(bert, text, "integrated_gradients")
+        shown = [c["confidence"] for c in prediction["confidences"]]
+        assert len(shown) == app.TOP_CLASSES and shown == sorted(shown, reverse=True)
+        assert raw["target_label"] == prediction["label"] and raw["method"] == "integrated_gradients"
+        assert "".join(piece["token"] for piece in highlighted) == text
+        gap = raw["score"] - raw["baseline_score"]
+        assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * max(abs(gap), 1e-3)
+        assert "convergence delta" in details
+        with pytest.raises(AppError, match="label-attention"):
+            explain(bert, text, "label_attention")
+        probabilities = bert.predict(text, api_name="/predict")
+        assert len(probabilities) == 30 and abs(sum(probabilities.values()) - 1) < 1e-5
+
+
+def test_a_pair_is_explained_word_by_word_in_both_texts(bert_dir):
+    """The second text box makes the input a pair: words of both texts, each with its segment and its span."""
+    premise, hypothesis = "A man plays a guitar .", "Nobody makes music ."
+    with running_app(bert_dir) as url:
+        bert = Client(url, verbose=False)
+        _, _, _, raw = explain(bert, premise, "saliency", text_pair=hypothesis)
+        assert raw["text"] == premise and raw["text_pair"] == hypothesis
+        assert set(raw["word_segments"]) == {0, 1}
+        for word, (start, end), segment in zip(raw["words"], raw["spans"], raw["word_segments"], strict=True):
+            assert word == (premise, hypothesis)[segment][start:end]
+        alone = bert.predict(premise, api_name="/predict")
+        paired = bert.predict(premise, hypothesis, api_name="/predict")
+        assert alone != paired  # the second text reaches the model
+        assert "comprehensiveness" in bert.predict(raw, api_name="/faithfulness")
+
+
+def test_the_heatmap_of_many_classes_shows_the_most_probable(tokenizer, tmp_path):
+    backend = app.Backend(str(save_model(make_model(num_labels=30), tokenizer, tmp_path / "model")))
+    figure = app.Endpoints(backend).heatmap("one two three four")
+    rows = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
+    probabilities = backend.predict("one two three four")
+    assert rows == sorted(probabilities, key=probabilities.get, reverse=True)[: app.TOP_CLASSES]
 
 
 def test_without_a_model_the_page_says_how_to_train_one(monkeypatch, tmp_path):
@@ -270,14 +365,18 @@ def test_cli_serves_the_app_on_loopback(monkeypatch, planted_dir):
     launched = {}
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: launched.update(kwargs))
     assert space_command(planted_dir, "--port", "7999") == 0
-    assert launched == {"server_name": "127.0.0.1", "server_port": 7999, "ssr_mode": False}
+    assert {k: launched[k] for k in ("server_name", "server_port", "ssr_mode")} == {
+        "server_name": "127.0.0.1",
+        "server_port": 7999,
+        "ssr_mode": False,
+    }
 
 
 def test_cli_refuses_a_model_that_does_not_load(tmp_path):
-    # A FileNotFoundError: the `labelattn` command prints it as a one-line error.
-    with pytest.raises(FileNotFoundError, match=r"No model folder at .*nowhere: train one with `labelattn train"):
+    # The loader's LoadError (a ValueError): the `labelattn` command prints it as a one-line error.
+    with pytest.raises(LoadError, match="nowhere"):
         space_command(str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match=r"Cannot load the model .*empty"):
+    with pytest.raises(LoadError, match="empty"):
         space_command(str((tmp_path / "empty").mkdir() or tmp_path / "empty"))
     with pytest.raises(ValueError, match="--port 0 is not a TCP port"):
         space_command("--port", "0")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PLANTED_WORD, save_model
-from test_space import app, running_app
+from test_space import app, bert_dir, running_app  # noqa: F401 (bert_dir: a fixture)
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
@@ -106,6 +106,37 @@ def test_visitor_explains_asks_another_class_and_sees_errors(browser, planted_em
 
         outside = [u for u in page.requests if not u.startswith(url.rstrip("/")) and not u.startswith("data:")]
         assert not outside, f"the page asked hosts other than the app: {outside}"
+        page.close()
+
+
+def test_visitor_explains_a_pair_with_a_plain_bert_classifier(browser, bert_dir):  # noqa: F811
+    """Any text classifier: a plain BertForSequenceClassification, a premise and a hypothesis typed into the two
+    boxes, explained by Integrated Gradients; no heatmap (no label attention), and the compare tab offers only the
+    methods the model supports."""
+    from playwright.sync_api import expect
+
+    premise, hypothesis = "A man plays a guitar .", "Nobody makes music ."
+    with running_app(bert_dir) as url:
+        page = open_page(browser, url)
+        page.locator("#text textarea").fill(premise)
+        page.locator("#text-pair textarea").fill(hypothesis)
+        choose(page, "method", app.METHOD_NAMES["integrated_gradients"])
+        page.locator("#explain").click()
+        details = page.locator("#details")
+        expect(details).to_contain_text("convergence delta")
+        expect(page.locator("#highlight")).to_contain_text("guitar")
+        expect(page.locator("#highlight")).to_contain_text("music")
+        expect(page.locator("#faithfulness")).to_contain_text("comprehensiveness")
+        expect(page.locator("#heatmap")).to_have_count(0)
+
+        page.get_by_role("tab", name="Compare methods").click()
+        methods = page.locator("#compare-methods")
+        expect(methods).to_contain_text(app.METHOD_NAMES["attention_rollout"])
+        expect(methods).not_to_contain_text(app.METHOD_NAMES["label_attention"])
+        expect(page.locator("#unsupported")).to_contain_text("label-attention")
+        page.locator("#compare").click()
+        expect(page.locator("#compare-note")).to_contain_text("Why this class?")
+        expect(page.locator("#compare-integrated_gradients")).to_contain_text("guitar")
         page.close()
 
 
