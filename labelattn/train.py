@@ -35,6 +35,10 @@ LEARNING_RATES = {"embedding": 5e-3, "encoder": 5e-5}
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
 AT_LEAST_ONE += ("num_attention_heads", "max_length")
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
+# Ranking metrics (precision@k, recall@k): reported for multi-label data, and for single-label data from this many
+# classes on.
+MANY_CLASSES = 20
+RANKING_CUTOFFS = (1, 5)
 # For fault-injection tests and debugging: each process appends one JSON line per event of the run (the rows of
 # every batch, each phase of saving) to the file named by RUN_LOG_ENV (with `.rank<N>` appended), and stops for good
 # at the event named by PAUSE_ENV ("EVENT" or "EVENT@N", its N-th occurrence), where a test kills it.
@@ -406,25 +410,37 @@ def load_metrics(multi_label: bool) -> dict:
     import evaluate
 
     config = "multilabel" if multi_label else None
-    return {name: evaluate.load(str(METRICS_DIR / name), config, keep_in_memory=True) for name in ("accuracy", "f1")}
+    names = ("accuracy", "f1", "precision_at_k")
+    return {name: evaluate.load(str(METRICS_DIR / name), config, keep_in_memory=True) for name in names}
+
+
+def ranking_cutoffs(num_labels: int, multi_label: bool) -> list[int]:
+    """The k of the precision@k and recall@k a run reports: for multi-label data, and for single-label data with many
+    classes, where a reader looks at the few most probable classes."""
+    if not multi_label and num_labels < MANY_CLASSES:
+        return []
+    return [k for k in RANKING_CUTOFFS if k < num_labels]
 
 
 def evaluate_split(model, loader, accelerator, metrics: dict, multi_label: bool) -> dict[str, float]:
-    """Accuracy and macro-F1 (and micro-F1 for multi-label) over a split, gathered from every process."""
+    """Accuracy and macro-F1 (and micro-F1 for multi-label; precision@k and recall@k for multi-label or many
+    classes) over a split, gathered from every process."""
     import torch
 
     model.eval()
-    predictions, references = [], []
+    predictions, references, logits = [], [], []
     with torch.no_grad():
         for batch in loader:
             batch.pop("id")
             labels = batch.pop("labels")
-            logits = model(**batch).logits
-            predicted = (logits > 0).long() if multi_label else logits.argmax(dim=-1)
-            predicted, labels = accelerator.gather_for_metrics((predicted, labels.long()))
+            scores = model(**batch).logits.float()  # (batch, num_labels)
+            predicted = (scores > 0).long() if multi_label else scores.argmax(dim=-1)
+            predicted, labels, scores = accelerator.gather_for_metrics((predicted, labels.long(), scores))
             predictions.append(predicted.cpu())
             references.append(labels.cpu())
+            logits.append(scores.cpu())
     model.train()
+    logits = torch.cat(logits)
     predictions, references = torch.cat(predictions).tolist(), torch.cat(references).tolist()
     scores = {
         "accuracy": metrics["accuracy"].compute(predictions=predictions, references=references)["accuracy"],
@@ -434,6 +450,10 @@ def evaluate_split(model, loader, accelerator, metrics: dict, multi_label: bool)
         scores["micro_f1"] = metrics["f1"].compute(predictions=predictions, references=references, average="micro")[
             "f1"
         ]
+    cutoffs = ranking_cutoffs(logits.shape[1], multi_label)
+    if cutoffs:
+        ranking = metrics["precision_at_k"].compute(predictions=logits.tolist(), references=references, k=cutoffs)
+        scores.update(ranking)
     return scores
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import datasets
 import evaluate
+import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 
 from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_texts
 from labelattn.train import METRICS_DIR, add_arguments
@@ -287,3 +288,23 @@ def test_shipped_metrics_load_offline_and_agree_with_scikit_learn():
     assert multi_accuracy.compute(predictions=multi_p, references=multi_r)["accuracy"] == pytest.approx(
         accuracy_score(multi_r, multi_p)
     )
+
+
+def test_shipped_precision_at_k_agrees_with_scikit_learn_and_counts_by_hand():
+    rng = np.random.default_rng(0)
+    scores, classes = rng.normal(size=(60, 40)), rng.integers(0, 40, 60)
+    single = evaluate.load(str(METRICS_DIR / "precision_at_k"))
+    result = single.compute(predictions=scores.tolist(), references=classes.tolist(), k=[1, 5])
+    # Single-label: recall@k is the top-k accuracy, precision@k the same over k.
+    assert result["recall_at_5"] == pytest.approx(top_k_accuracy_score(classes, scores, k=5, labels=range(40)))
+    assert result["precision_at_5"] == pytest.approx(result["recall_at_5"] / 5)
+    assert result["precision_at_1"] == pytest.approx(accuracy_score(classes, scores.argmax(1)))
+
+    multi = evaluate.load(str(METRICS_DIR / "precision_at_k"), "multilabel")
+    predictions = [[0.9, 0.1, 0.8, 0.2], [0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.0, 0.1]]
+    references = [[1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 0]]
+    result = multi.compute(predictions=predictions, references=references, k=2)
+    # Top 2: {0, 2} holds 1 of 2 labels; {3, 2} none (no labels: not in the recall); {1, 0} holds 1 of 2.
+    assert result == pytest.approx({"precision_at_2": (1 / 2 + 0 + 1 / 2) / 3, "recall_at_2": (1 / 2 + 1 / 2) / 2})
+    with pytest.raises(ValueError, match="k must be between 1 and the number of classes"):
+        multi.compute(predictions=predictions, references=references, k=5)

@@ -77,13 +77,15 @@ def kill_run_at(event: str, log: Path, *args) -> None:
     """Start a training run that pauses at `event` (LABELATTN_PAUSE_AT), and SIGKILL it there, from outside."""
     env = {"OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", "LABELATTN_RUN_LOG": str(log), "LABELATTN_PAUSE_AT": event}
     command = [sys.executable, "-m", "labelattn.train", *map(str, args)]
-    process = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    stderr = Path(f"{log}.stderr")
+    with stderr.open("w") as errors:  # a file, not a pipe: a full pipe would block the run before the event
+        process = subprocess.Popen(
+            command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=errors
+        )
     deadline = time.monotonic() + 240
     while not run_events(log, "paused"):
         if process.poll() is not None:
-            pytest.fail(f"the run ended (rc {process.returncode}) before {event}: {process.stderr.read()[-2000:]}")
+            pytest.fail(f"the run ended (rc {process.returncode}) before {event}: {stderr.read_text()[-2000:]}")
         assert time.monotonic() < deadline, f"the run never reached {event}"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
@@ -179,7 +181,7 @@ def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
         "--data", data, *TINY, "--gradient-accumulation-steps", "2", "--mixed-precision", "bf16", "--output-dir", out
     )
     assert result.returncode == 0, result.stderr
-    assert "micro-f1" in result.stdout
+    assert "micro-f1" in result.stdout and "precision-at-1" in result.stdout  # a ranking metric for multi-label
     config = json.loads((out / "config.json").read_text())
     assert config["problem_type"] == "multi_label_classification"
     # 72 training rows, batches of 4, 2 batches per step: 9 steps per epoch, 27 in all.
@@ -370,3 +372,28 @@ def test_default_trec_model_trains_and_records_its_split(tmp_path):
     card = (out / "README.md").read_text()
     for split, digest in load_data("trec").split_record["ids_sha256"].items():
         assert f"| {split} |" in card and digest in card
+
+
+@pytest.mark.slow
+def test_hundreds_of_classes_are_learnt_and_ranked(tmp_path):
+    """200 classes, each decided by its own planted word: the run reports precision@k and recall@k, and learns."""
+    from labelattn import minilm_path
+
+    vocabulary = (Path(minilm_path()) / "vocab.txt").read_text().splitlines()
+    keywords = [word for word in vocabulary if word.isalpha() and word.isascii() and 6 <= len(word) <= 9][:200]
+    rng = random.Random(0)
+    rows = []
+    for i in range(2000):  # 10 rows per class: 8 to train on, 1 for validation, 1 for test
+        words = rng.sample(FILLER, 6)
+        words.insert(rng.randrange(7), keywords[i % 200])
+        rows.append({"text": " ".join(words), "label": f"class_{i % 200}"})
+    data = write_csv(tmp_path / "many.csv", rows)
+    options = ["--hidden-size", "32", "--batch-size", "32", "--epochs", "6", "--learning-rate", "2e-2"]
+    result = train("--data", data, *options, "--output-dir", tmp_path / "model")
+    assert result.returncode == 0, result.stderr
+    printed = next(line for line in result.stdout.splitlines() if line.startswith("test accuracy"))
+    scores = dict(part.rsplit(" ", 1) for part in printed.removeprefix("test ").split(", "))
+    assert set(scores) == {"accuracy", "macro-f1", "precision-at-1", "recall-at-1", "precision-at-5", "recall-at-5"}
+    assert float(scores["precision-at-1"]) == pytest.approx(float(scores["accuracy"]))
+    assert float(scores["recall-at-5"]) > 0.8  # chance is 5 / 200
+    assert "precision-at-5" in (tmp_path / "model" / "README.md").read_text()
