@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("model", help="a text classifier: a local folder or a Hub id in the cache (any architecture)")
-    parser.add_argument("data", help=DATA_HELP)
+    parser.add_argument("data", help=f"the rows to predict: {DATA_HELP}")
     add_corpus_arguments(parser, default_output="outputs/predictions/<data>.parquet")
     parser.add_argument(
         "--threshold",
@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 DATA_HELP = (
-    "the rows: a built-in data set (trec, bbc-news: every row, or --split), a .csv, .jsonl or .parquet file, or a "
-    "folder saved by datasets (save_to_disk)"
+    "a built-in data set (trec, bbc-news: every row, or --split), a .csv, .jsonl or .parquet file, or a folder "
+    "saved by datasets (save_to_disk)"
 )
 
 

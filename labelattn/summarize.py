@@ -126,23 +126,26 @@ def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, text
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    columns = min(3, len(stats)) or 1
-    rows = math.ceil(len(stats) / columns) or 1
-    figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 0.32 * top * rows + 1.2), squeeze=False)
+    shown_by_class = {label: top_words(words, top, min_texts, texts[label]) for label, words in stats.items()}
+    slots = max(1, *(len(shown) for shown in shown_by_class.values()))
+    columns = min(3, len(stats))
+    rows = math.ceil(len(stats) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, (0.3 * slots + 1.1) * rows + 0.4), squeeze=False)
     for ax in axes.flat[len(stats) :]:
         ax.set_visible(False)
-    for ax, (label, words) in zip(axes.flat, stats.items(), strict=False):
-        shown = top_words(words, top, min_texts, texts[label])
-        values = [s.push for s in shown]
-        bars = ax.barh(range(len(shown)), values, color=["#16a34a" if v >= 0 else "#dc2626" for v in values])
+    for ax, (label, shown) in zip(axes.flat, shown_by_class.items(), strict=False):
+        bars = ax.barh(range(len(shown)), [s.push for s in shown], height=0.7, color="#16a34a")
         ax.bar_label(bars, labels=[f"{s.share:.0%}" for s in shown], padding=2, fontsize=7, color="#4b5563")
         ax.set_yticks(range(len(shown)), [s.word for s in shown], fontsize=8)
-        ax.invert_yaxis()
-        ax.axvline(0, color="black", linewidth=0.6)
+        ax.set_ylim(slots - 0.5, -0.5)  # the same bar height in every panel, the strongest word on top
         ax.margins(x=0.18)
-        ax.set_title(f"{label} ({texts[label]} texts)", fontsize=10, fontweight="bold")
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.set_title(f"{label} ({texts[label]} text{'s' if texts[label] != 1 else ''})", fontsize=10)
+        ax.set_xlabel("push per text", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
-    figure.suptitle("Words that push texts towards each class (bar: push per text; label: share of texts)", fontsize=10)
+    figure.suptitle(
+        "Words that push texts towards each class (bar: push per text; label: share of the class's texts)", fontsize=10
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
