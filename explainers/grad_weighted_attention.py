@@ -9,7 +9,7 @@ from transformers import PreTrainedModel
 from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import MethodError
 from .forward import embedding_output
-from .models import has_input_embeddings, has_label_attention, returned_attentions, returns_attentions
+from .models import has_label_attention, returned_attentions, returns_attentions
 from .targets import target_output
 from .words import TokenBatch
 
@@ -24,24 +24,26 @@ class GradWeightedAttentionExplainer(Explainer):
     weighted the values in that pass, so their gradients are exact.
 
     Options:
-        source: "all" (label attention and encoder layers, summed: both are in units of F), "label" or "encoder".
+        source: "all" (label attention and the model's attention layers, summed: both are in units of F), "label"
+            or "encoder" (the attention layers of the model, encoder or decoder).
     """
 
     name = "grad_weighted_attention"
     allows_contrast = True
+    needs_embeddings = True
     defaults: ClassVar[dict[str, Any]] = {"source": "all"}
     choices: ClassVar[dict[str, Sequence[str]]] = {"source": ("all", "label", "encoder")}
 
     @classmethod
     def unsupported(cls, model: PreTrainedModel) -> str | None:
-        if not has_input_embeddings(model):
-            return "it has no input embeddings (get_input_embeddings()) to take gradients at; use shap."
-        if not (returns_attentions(model) or has_label_attention(model)):
+        """Besides input embeddings, attention weights of either kind: the layers' or the label attention's."""
+        reason = super().unsupported(model)
+        if reason is None and not (returns_attentions(model) or has_label_attention(model)):
             return (
                 "the method weighs attention, and this model returns none (no attention weights from its layers, "
                 "no label attention); use integrated_gradients, saliency or shap."
             )
-        return None
+        return reason
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super().check_options(options)
