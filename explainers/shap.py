@@ -70,6 +70,9 @@ class ShapExplainer(Explainer):
     }
     choices: ClassVar[dict[str, Sequence[str]]] = {"baseline": ("pad", "mask")}
     nullable: ClassVar[frozenset[str]] = frozenset({"target_error", "n_samples"})
+    # The sample budget bounds the cost; the stopping rule often ends sooner.
+    cost_option = "max_samples"
+    cost_caps: ClassVar[dict[str, int]] = {"max_samples": 64}
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         # n_samples defaults to None but takes an int, which the base's type check (by the default's type) refuses.
