@@ -95,7 +95,9 @@ def word_span(segment: str, start: int, end: int, bounds: tuple[list[int], list[
         end -= 1
     if start == end:
         return None
-    return bounds[0][start], bounds[1][end - 1]
+    # A mark after a space clusters with the space ("\u0301" alone): the word then starts at the mark.
+    cluster_start = bounds[0][start]
+    return (start if segment[cluster_start].isspace() else cluster_start), bounds[1][end - 1]
 
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max_length: int) -> list[TokenizedText]:

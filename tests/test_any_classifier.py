@@ -40,7 +40,7 @@ CORPUS = [" ".join(FILLER[i : i + 9]) + f" {PLANTED_WORD}." for i in range(0, le
 ]
 TEXTS = [
     "who wrote it",
-    "Héllo,  wörld!! cafe\u0301 नमस्ते  don't stop—now: the " + " ".join(FILLER[:25]),
+    "Héllo,  wörld!! cafe\u0301 नमस्ते 👨\u200d👩\u200d👧 ❤\ufe0f don't stop—now: the " + " ".join(FILLER[:25]),
     "a short one",
 ]
 PAIR = ("A man is sleeping.", "Nobody  is awake, cafe\u0301?")
