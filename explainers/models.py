@@ -42,6 +42,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import ExplainerError, ExplainerInputError, MethodError
 
+# What a tokenizer without a `model_max_length` says (transformers' VERY_LARGE_INTEGER): no limit.
+NO_LIMIT = int(1e30)
 # Eager attention is the implementation that returns its weights.
 EAGER = "eager"
 _RETURNS_ATTENTIONS: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
@@ -186,7 +188,8 @@ def token_limit(model: Any, tokenizer: PreTrainedTokenizerBase) -> int:
         if positions is not None and offset is not None and hasattr(embeddings, "position_embeddings"):
             positions -= offset + 1  # RoBERTa and XLM-R count positions from padding_idx + 1
         limits.append(positions)
-    return int(min(limit for limit in limits if isinstance(limit, int | float) and math.isfinite(limit) and limit > 0))
+    known = [limit for limit in limits if isinstance(limit, int | float) and math.isfinite(limit) and limit > 0]
+    return int(min(known, default=NO_LIMIT))
 
 
 def check_finite_logits(logits: torch.Tensor) -> None:
