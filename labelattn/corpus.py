@@ -49,8 +49,11 @@ class CorpusError(ValueError):
 # --------------------------------------------------------------------------------------------------- the input
 
 
-def check_columns(dataset: datasets.Dataset, text_column: str, text_pair_column: str | None) -> None:
-    for role, column in (("text", text_column), ("text pair", text_pair_column)):
+def check_columns(
+    dataset: datasets.Dataset, text_column: str, text_pair_column: str | None, id_column: str | None
+) -> None:
+    """Refuse a column name that the data does not have (the commands call it before loading the model)."""
+    for role, column in (("text", text_column), ("text pair", text_pair_column), ("id", id_column)):
         if column is not None and column not in dataset.column_names:
             raise CorpusError(
                 f"The data has no {role} column {column!r}; its columns are {dataset.column_names}: "
@@ -499,8 +502,8 @@ def run_job(
         state.wait_for_everyone()
         dataset = read_iterable(folder.input_file)
         text_column, text_pair_column = "text", "text_pair" if "text_pair" in dataset.column_names else None
-    check_columns(dataset, text_column, text_pair_column)
-    check_result_columns(dataset, job, id_column)
+    check_columns(dataset, text_column, text_pair_column, id_column)
+    check_result_columns(dataset, job)
     settings = {
         **job.settings,
         "model": model_identity(model),
@@ -551,11 +554,7 @@ def run_job(
     )
 
 
-def check_result_columns(dataset: datasets.Dataset, job: Job, id_column: str | None) -> None:
-    if id_column is not None and id_column not in dataset.column_names:
-        raise CorpusError(
-            f"The data has no id column {id_column!r}; its columns are {dataset.column_names}: pass --id-column NAME."
-        )
+def check_result_columns(dataset: datasets.Dataset, job: Job) -> None:
     clash = sorted(set(dataset.column_names) & ({"row", "error"} | set(job.features)))
     if clash:
         raise CorpusError(

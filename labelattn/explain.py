@@ -189,7 +189,7 @@ def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
     from accelerate import PartialState
 
-    from .corpus import explain_job, run_job
+    from .corpus import check_columns, explain_job, run_job
     from .predict import check_output, finish, load_corpus, model_and_tokenizer, output_path, shard_folder
     from .summarize import write_summary
 
@@ -197,6 +197,7 @@ def run_corpus(args: argparse.Namespace) -> int:
     check_output(output, args.data, args.overwrite)
     asked = request(args)
     dataset = load_corpus(args.data, args.split)
+    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
     model, tokenizer = model_and_tokenizer(args.model)
     job = explain_job(
         model,

@@ -94,10 +94,13 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     from .data import BUILTIN, DataError, load_data
 
     if data in BUILTIN and not Path(data).exists():
-        if split is not None:
-            return load_data(data).splits[split] if split in ("train", "validation", "test") else _no_split(data, split)
-        raw = BUILTIN[data][0]()
-        return datasets.Dataset.from_dict({"id": raw.ids, "text": raw.texts, "label": raw.labels})
+        if split is None:
+            raw = BUILTIN[data][0]()
+            return datasets.Dataset.from_dict({"id": raw.ids, "text": raw.texts, "label": raw.labels})
+        splits = load_data(data).splits
+        if split not in splits:
+            raise DataError(f"--split {split!r}: the built-in {data} has the splits {list(splits)}.")
+        return splits[split]
     path = Path(data)
     if not path.exists():
         raise FileNotFoundError(
@@ -125,12 +128,6 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     if split is not None:
         raise DataError(f"{path} has no splits: drop --split.")
     return table
-
-
-def _no_split(data: str, split: str):
-    from .data import DataError
-
-    raise DataError(f"--split {split!r}: the built-in {data} has the splits train, validation and test.")
 
 
 def output_path(args: argparse.Namespace, kind: str, name: str) -> Path:
@@ -184,11 +181,12 @@ def finish(report: "CorpusReport", output: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .corpus import predict_job, run_job
+    from .corpus import check_columns, predict_job, run_job
 
     output = output_path(args, "predictions", "")
     check_output(output, args.data, args.overwrite)
     dataset = load_corpus(args.data, args.split)
+    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
     model, tokenizer = model_and_tokenizer(args.model)
     job = predict_job(model, tokenizer, args.batch_size, args.max_length, args.threshold)
     report = run_job(
