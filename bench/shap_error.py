@@ -4,8 +4,8 @@ Captum's `ShapleyValueSampling` (what `method="shap"` used before: 25 independen
 The model (`--model`, default `models/trec-bert`, see `bench/finetune_bert_trec.py`) explains its predicted
 class; an absent word has all its sub-tokens replaced by [PAD]. Ways:
 
-- default: `explain(..., method="shap")` with its defaults (antithetic pairs of orderings until every word's
-  standard error is at most 10% of the mean |φ|, 8 to 64 orderings);
+- default: `explain(..., method="shap")` with its defaults (antithetic pairs of orderings until the words'
+  standard errors average at most 10% of the mean |φ|, 8 to 32 orderings);
 - fixed 24: the same sampler with `n_samples=24` (12 antithetic pairs), no stopping rule;
 - captum 25: `ShapleyValueSampling(n_samples=25, perturbations_per_eval=64)` over the same words.
 
@@ -159,7 +159,7 @@ def measure(model_path: str, texts: list[str], exact_texts: list[str], chunk_siz
 
 def markdown(r: dict, load: tuple[float, float], command: str) -> str:
     labels = {
-        "default": "labelattn `shap`, defaults (stops at 10% error, 8–64 orderings)",
+        "default": "labelattn `shap`, defaults (8–32 orderings, stops at a mean standard error of 10%)",
         "fixed 24": "labelattn `shap`, `n_samples=24` (12 antithetic pairs)",
         "captum 25": "Captum `ShapleyValueSampling`, 25 orderings (the former default)",
     }

@@ -45,8 +45,8 @@ class ShapExplainer(Explainer):
     exact and their standard errors 0.
 
     Options:
-        target_error: stop once every word's standard error is at most `target_error` × the mean |φ| of the
-            text's words (None: always draw `max_samples`).
+        target_error: stop once the words' standard errors average at most `target_error` × the mean |φ| of
+            the text's words (None: always draw `max_samples`).
         min_samples, max_samples: the fewest and most orderings per text under that rule (each ordering costs
             one forward pass per word, less one).
         n_samples: a fixed number of orderings instead of the rule (None: the rule). Odd numbers are rounded up
@@ -62,7 +62,7 @@ class ShapExplainer(Explainer):
     defaults: ClassVar[dict[str, Any]] = {
         "target_error": 0.1,
         "min_samples": 8,
-        "max_samples": 64,
+        "max_samples": 32,
         "n_samples": None,
         "baseline": "pad",
         "perturbations_per_eval": 128,
@@ -232,7 +232,7 @@ def standard_errors(pair_means: torch.Tensor) -> torch.Tensor | None:
 
 
 def pairs_still_needed(pair_means: torch.Tensor, target_error: float | None, max_pairs: int) -> int:
-    """How many more pairs to draw: 0 once the largest standard error is within `target_error` × mean |φ| or the
+    """How many more pairs to draw: 0 once the mean standard error is within `target_error` × mean |φ| or the
     budget is spent; else the number the errors so far project (an error falls as 1/√pairs), at most doubling."""
     pairs = pair_means.shape[0]
     left = max_pairs - pairs
@@ -244,10 +244,10 @@ def pairs_still_needed(pair_means: torch.Tensor, target_error: float | None, max
     if errors is None:
         return 1
     allowed = target_error * float(pair_means.mean(0).abs().mean())
-    largest = float(errors.max())
-    if largest <= allowed:
+    typical = float(errors.mean())
+    if typical <= allowed:
         return 0
-    projected = math.ceil(pairs * (largest / allowed) ** 2) - pairs if allowed > 0 else left
+    projected = math.ceil(pairs * (typical / allowed) ** 2) - pairs if allowed > 0 else left
     return max(1, min(projected, pairs, left))
 
 

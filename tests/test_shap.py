@@ -168,11 +168,11 @@ def test_the_default_stops_at_the_target_error_or_the_budget(model, tokenizer):
         exp = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=target_error, max_samples=200)
         errors = exp.extras["standard_errors"]
         mean_abs = sum(abs(s) for s in exp.scores) / len(exp.scores)
-        assert max(errors) <= target_error * mean_abs or exp.extras["n_samples"] >= 200
+        assert sum(errors) / len(errors) <= target_error * mean_abs or exp.extras["n_samples"] >= 200
         assert exp.extras["n_samples"] >= 8  # min_samples
     loose = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.2).extras["n_samples"]
     tight = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.05).extras["n_samples"]
-    assert loose < tight <= 64  # the default max_samples
+    assert loose < tight <= 32  # the default max_samples
     capped = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.0, max_samples=12)
     assert capped.extras["n_samples"] == 12
 
