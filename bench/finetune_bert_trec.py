@@ -3,7 +3,7 @@ transformers' own `BertForSequenceClassification` head, fine-tuned with `transfo
 split of `labelattn.data.load_data("trec")`, saved (safetensors, with its tokenizer) to `models/trec-bert`.
 
 No labelattn code is in the model: it stands for "any Hub text classifier" in bench/ig_speed.py and the docs.
-About 5 minutes on 2 shared CPU cores (2 epochs, max_length 64, one thread).
+5 to 15 minutes on 2 CPU cores, depending on other load (2 epochs, max_length 64, one thread).
 
     .venv/bin/python bench/finetune_bert_trec.py [--output-dir models/trec-bert] [--epochs 2]
 """
