@@ -25,6 +25,8 @@ import gradio as gr
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from gradio.route_utils import FnIndexInferError
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import snapshot_download
 from matplotlib.figure import Figure
 
 from explainers import (
@@ -53,6 +55,9 @@ QUEUE_SIZE = 64
 # A model of hundreds or thousands of classes shows its most probable ones: in the prediction, and as the rows of
 # the label-attention heatmap.
 TOP_CLASSES = 10
+
+# What a Space fetches of a Hub model: config, tokenizer and safetensors weights; never pickle weights or code.
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
 
 PREDICTED = "predicted class"
 NO_CONTRAST = "(no other class)"
@@ -110,6 +115,18 @@ def find_model(model: str | None = None) -> str | None:
     return None
 
 
+def fetch_from_hub(name: str) -> None:
+    """On a Space the served model is a Hub id: fetch its files into the Hugging Face cache once, so that
+    `load_classifier`, which reads the cache only, finds it. Nothing is fetched for a local folder or offline
+    (`HF_HUB_OFFLINE=1`, as in the tests); a failed fetch is logged and the loader then says what is missing."""
+    if Path(name).expanduser().exists() or hub_constants.HF_HUB_OFFLINE:
+        return
+    try:
+        snapshot_download(name, allow_patterns=HUB_FILES)
+    except Exception as error:  # no network, no such repo, no access: any of them leaves the cache as it was
+        logger.warning("Could not fetch %s from the Hub (%s): reading the cache only.", name, error)
+
+
 @dataclasses.dataclass(frozen=True)
 class Cost:
     """The option that sets the cost of a method, as the page's slider offers it.
@@ -163,6 +180,7 @@ class Backend:
 
     def __init__(self, model_path: str, max_tokens: int = MAX_TOKENS):
         self.model_path = model_path
+        fetch_from_hub(model_path)
         self.model, self.tokenizer = load_classifier(model_path)
         self.max_tokens = min(max_tokens, token_limit(self.model, self.tokenizer))
         config = self.model.config

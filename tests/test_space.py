@@ -11,6 +11,7 @@ import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from fnmatch import fnmatch
 from pathlib import Path
 
 import gradio as gr
@@ -324,6 +325,19 @@ def test_without_a_model_the_page_says_how_to_train_one(monkeypatch, tmp_path):
     assert "labelattn train" in page and app.MODEL_ENV in page
     broken = str(app.build_demo(str(tmp_path)).config)  # a folder without a model
     assert "Could not load the model" in broken and "labelattn train" in broken
+
+
+def test_a_space_fetches_a_hub_model_without_pickle_weights_and_nothing_offline(monkeypatch, planted_dir):
+    fetched = []
+    monkeypatch.setattr(app, "snapshot_download", lambda name, **kwargs: fetched.append((name, kwargs)))
+    monkeypatch.setattr(app.hub_constants, "HF_HUB_OFFLINE", False)
+    app.fetch_from_hub(planted_dir)  # a local folder
+    app.fetch_from_hub("org/classifier")
+    assert fetched == [("org/classifier", {"allow_patterns": app.HUB_FILES})]
+    assert not any(fnmatch(name, pattern) for name in ("pytorch_model.bin", "x.py") for pattern in app.HUB_FILES)
+    monkeypatch.setattr(app.hub_constants, "HF_HUB_OFFLINE", True)
+    app.fetch_from_hub("org/other")
+    assert len(fetched) == 1
 
 
 def test_model_comes_from_the_environment_variable(monkeypatch, planted_dir):
