@@ -92,19 +92,22 @@ class LabelAttention(nn.Module):
     `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, heads of size `d / n_h`,
     `softmax(Q K^T / sqrt(d_h))` with padding masked to -inf, heads concatenated and projected by `W_O`.
 
-    Three ways to the same numbers (up to float rounding), picked by what is asked and by cost:
-    - weights asked for: the weights are formed as a tensor, weigh `V` and are returned;
+    Given the scoring layer `w` that a classifier shares between the classes (`readout`), the head returns each
+    class's score instead of its vector: `w·(W_O c + b_O) = (w W_O)·c + w·b_O` is linear in the heads' contexts `c`,
+    so `W_O` and `w` fold into one vector `u_h` per head and no `d × d` product per class is paid. Four ways to the
+    same numbers (up to float rounding), picked by what is asked and by cost:
+    - weights asked for: the weights are formed as a tensor, weigh `V` and are returned (`_weigh_values`);
     - few classes (`heads × classes` below about `d`): `W_K` folds into the queries and `W_V` into the output map, so
-      the heads attend over the token vectors themselves and no `(seq, d) × (d, d)` projection is paid;
-    - many classes: a fused kernel (`scaled_dot_product_attention`) weighs `V` without storing the weights, one
-      block of classes at a time, so that memory stays bounded at thousands of classes.
-    Given the scoring layer `w` that a classifier shares between the classes, the head returns each class's score
-    instead of its vector: `w·(W_O c + b_O) = (w W_O)·c + w·b_O`, so `W_O` and `w` fold into one vector and the
-    `d × d` product per class is never paid.
+      the heads attend over the token vectors themselves and no `(seq, d) × (d, d)` projection is paid (`_folded`);
+    - many classes, scores: the value side folds too, `Σ_j a_j (V_j,h·u_h)`, a weighted sum of one number per token
+      and head, so the second attention product disappears (`_value_folded`);
+    - many classes, class vectors: a fused kernel (`scaled_dot_product_attention`) weighs `V` without storing the
+      weights (`_fused`).
+    The last two run one block of classes at a time, so that memory stays bounded at thousands of classes.
     """
 
-    # A block of the fused path holds at most this many context numbers (batch × classes × hidden): 8 MiB in float32.
-    block_elements = 2**21
+    # A block of classes holds at most this many numbers (the scores of `_value_folded`, the contexts of `_fused`).
+    block_elements = 2**19
 
     def __init__(self, config: LabelAttnConfig):
         super().__init__()
@@ -159,6 +162,8 @@ class LabelAttention(nn.Module):
             pooled = nn.functional.linear(context, out_weight, out_bias)
         elif self._folds_projections(*hidden_states.shape[:2]):
             pooled = self._folded(hidden_states, queries, visible, out_weight, out_bias)
+        elif readout is not None:
+            pooled = self._value_folded(hidden_states, queries, visible, out_weight, out_bias)
         else:
             pooled = self._fused(hidden_states, queries, visible, out_weight, out_bias)
         if is_empty.any():  # (a test on the host: padding-only texts are rare, and the fill costs a pass)
@@ -223,6 +228,37 @@ class LabelAttention(nn.Module):
             )
         values = torch.einsum("bthd,hkd->bthk", context, value_maps).flatten(-2) + self.value.bias
         return nn.functional.linear(values, out_weight, out_bias)
+
+    def _value_folded(
+        self,
+        hidden_states: torch.Tensor,
+        queries: torch.Tensor,
+        visible: torch.Tensor,
+        out_weight: torch.Tensor,
+        out_bias: torch.Tensor,
+    ) -> torch.Tensor:
+        """Scores `(batch, labels, 1)` of a readout folded into the output map (`out_weight (1, hidden)`).
+
+        Exact: `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h·V_j,h)`, and `u_h·V_j,h = (u_h W_V,h)·x_j + u_h·b_V,h`: one number per
+        token and head, `(batch, seq, heads)` for `batch × seq × hidden × heads` multiply-adds. What is left per class
+        is `Q K^T` and a weighted sum of those numbers.
+        """
+        batch_size, seq_len, hidden = hidden_states.shape
+        heads, head_size = self.num_heads, self.head_size
+        head_readouts = out_weight.view(heads, head_size)  # u_h
+        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
+        token_biases = (head_readouts * self.value.bias.view(heads, head_size)).sum(-1)
+        token_scores = nn.functional.linear(hidden_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
+        # Every text's keys side by side, so that `Q K^T` is one product per head and block of classes.
+        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
+        padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
+        block = max(1, self.block_elements // (heads * batch_size * seq_len))
+        class_scores = []
+        for block_queries in (self._split_heads(queries) / math.sqrt(head_size)).split(block, dim=1):
+            scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
+            weighted = torch.softmax(scores, dim=-1) * token_scores[:, None]  # (heads, block, batch, seq)
+            class_scores.append(weighted.sum((0, 3)))  # (block, batch); 2-3x faster than einsum's permuting copy
+        return (torch.cat(class_scores).T + out_bias).unsqueeze(-1)
 
     def _fused(
         self,

@@ -76,7 +76,7 @@ def test_returned_weights_are_the_weights_used(backbone, tokenizer):
 
 def count_paths(monkeypatch) -> dict[str, int]:
     """Counts the calls of the head's two paths that form no weights, so that a test knows which one it checked."""
-    calls = {"_folded": 0, "_fused": 0}
+    calls = {"_folded": 0, "_value_folded": 0, "_fused": 0}
     for name in calls:
         method = getattr(LabelAttention, name)
 
@@ -88,8 +88,9 @@ def count_paths(monkeypatch) -> dict[str, int]:
     return calls
 
 
-# 3 classes: heads x classes < hidden, the folded path; 40 and 700: the fused kernel, 700 in 11 blocks of 64.
-PATHS = [(3, "_folded"), (40, "_fused"), (700, "_fused")]
+# (classes, the path of the logits, the path of the class vectors). 3 classes: heads x classes < hidden, the folded
+# path; 40 and 700: the value fold for the logits, the fused kernel for the vectors; 700 in many blocks.
+PATHS = [(3, "_folded", "_folded"), (40, "_value_folded", "_fused"), (700, "_value_folded", "_fused")]
 
 
 def padded_batch(tokenizer) -> dict:
@@ -99,33 +100,37 @@ def padded_batch(tokenizer) -> dict:
     return batch
 
 
-@pytest.mark.parametrize(("num_labels", "path"), PATHS)
+@pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS)
 @pytest.mark.parametrize("backbone", BACKBONES)
 @torch.no_grad()
-def test_the_paths_without_weights_give_the_logits_of_the_weights(backbone, num_labels, path, tokenizer, monkeypatch):
-    """Folded (few classes) and fused (many classes, in blocks) paths == the path that forms and returns the weights,
-    for the classifier's logits and for the base model's class vectors, padding and a text of only padding included."""
+def test_the_paths_without_weights_give_what_the_weights_give(
+    backbone, num_labels, logits_path, vectors_path, tokenizer, monkeypatch
+):
+    """The paths that form no weights == the path that forms and returns them, for the classifier's logits and for
+    the base model's class vectors, with padding and a text of only padding, in several blocks of classes."""
     model = realistic(backbone, num_labels=num_labels)
-    monkeypatch.setattr(LabelAttention, "block_elements", len([*TEXTS, ""]) * model.config.hidden_size * 64)
+    monkeypatch.setattr(LabelAttention, "block_elements", 4 * model.config.hidden_size * 64)  # blocks of 36-64
     calls = count_paths(monkeypatch)
     batch = padded_batch(tokenizer)
     explicit = model(**batch, output_attentions=True)
     fast = model(**batch)
-    assert calls == {"_folded": int(path == "_folded"), "_fused": int(path == "_fused")}
+    assert calls == {name: int(name == logits_path) for name in calls}
     assert fast.label_attentions is None
     assert_scale(explicit.logits)
     torch.testing.assert_close(fast.logits, explicit.logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(fast.logits[-1], model.classifier.bias.expand(num_labels), rtol=0, atol=1e-6)
     vectors = model.labelattn(**batch).pooler_output
+    assert calls[vectors_path] == 1 + (vectors_path == logits_path)
     torch.testing.assert_close(vectors, model.labelattn(**batch, output_attentions=True).pooler_output)
-    assert calls == {"_folded": 2 * (path == "_folded"), "_fused": 2 * (path == "_fused")}
     assert (vectors[-1] == 0).all()
 
 
 @pytest.mark.parametrize("classifier_dropout", [0.0, 0.3])
-@pytest.mark.parametrize(("num_labels", "path"), PATHS[:2])
+@pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS[:2])
 @pytest.mark.parametrize("backbone", BACKBONES)
-def test_training_gradients_are_those_of_the_weights(backbone, num_labels, path, classifier_dropout, tokenizer):
+def test_training_gradients_are_those_of_the_weights(
+    backbone, num_labels, logits_path, vectors_path, classifier_dropout, tokenizer
+):
     """In train mode the paths give the same loss and gradients as the path that forms the weights: with classifier
     dropout (the class vectors are formed, then dropped out: the same mask from the same seed) and without (folded
     into the head). Embedding and attention dropout are 0, so that nothing else draws random numbers."""

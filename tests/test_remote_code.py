@@ -18,8 +18,9 @@ pytestmark = pytest.mark.slow  # a second Python process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["the screen cracked", "fast delivery but the screen cracked after two days of use", "fine"]
-CHECKPOINTS = {  # name -> make_model arguments: both backbones, both problem types, both poolings
+CHECKPOINTS = {  # name -> make_model arguments: both backbones, both problem types, both poolings, many classes
     "embedding-single": dict(backbone="embedding"),
+    "embedding-many": dict(backbone="embedding", num_labels=40),
     "embedding-multi": dict(backbone="embedding", multi_label=True),
     "encoder-single": dict(backbone="encoder"),
     "encoder-multi": dict(backbone="encoder", multi_label=True),
@@ -54,9 +55,11 @@ for job in json.load(open(jobs_file)):
             job["texts"], padding=True, return_tensors="pt")
         with torch.no_grad():
             out = model(**batch, output_attentions=True)
+            fast = model(**batch)  # no weights asked for: the folded or fused path
         main = out.logits if job["kind"] == "classifier" else out.pooler_output
+        fast = fast.logits if job["kind"] == "classifier" else fast.pooler_output
         results.append({"module": type(model).__module__, "class": type(model).__name__,
-                        "input_ids": batch["input_ids"].tolist(), "output": main.tolist(),
+                        "input_ids": batch["input_ids"].tolist(), "output": main.tolist(), "fast": fast.tolist(),
                         "label_attentions": None if out.label_attentions is None else out.label_attentions.tolist()})
     except Exception as error:
         results.append({"error": type(error).__name__, "message": str(error),
@@ -163,6 +166,7 @@ def test_a_fresh_process_gets_identical_results(loaded, tokenizer, checkpoint):
         )
         assert result["input_ids"] == expected["input_ids"], f"{where}: the saved tokenizer differs"
         assert_same(result["output"], expected[job["kind"]], where)
+        assert_same(result["fast"], expected[job["kind"]], f"{where}, without weights")
         if expected["label_attentions"] is not None:
             assert_same(result["label_attentions"], expected["label_attentions"], where)
 
@@ -173,7 +177,9 @@ def test_another_label_count_is_refused_through_the_auto_class(loaded, checkpoin
     [result] = [r for job, r in runs if job["checkpoint"] == checkpoint and "num_labels" in job["options"]]
     assert result.get("error") == "LabelAttnConfigError", result
     assert result["is_value_error"]
-    assert "trained for 3 labels ['class_0', 'class_1', 'class_2'], but 5 were asked for" in result["message"]
+    num_labels = CHECKPOINTS[checkpoint].get("num_labels", 3)
+    assert f"trained for {num_labels} labels ['class_0', 'class_1', 'class_2'" in result["message"]
+    assert "but 5 were asked for" in result["message"]
 
 
 def test_a_saved_folder_holds_safetensors_both_code_files_and_the_full_auto_map(loaded):
