@@ -54,10 +54,11 @@ def check_texts(texts: object) -> tuple[list[TextInput], bool]:
         texts, single = [texts], True
     elif isinstance(texts, list):
         single = False
+    elif isinstance(texts, bytes | bytearray):
+        raise ExplainerInputError("texts is bytes, not str: decode it first (data.decode('utf-8')).")
     else:
-        hint = " (decode it first: data.decode('utf-8'))" if isinstance(texts, bytes | bytearray) else ""
         raise ExplainerInputError(
-            f"texts is a {type(texts).__name__}{hint}: pass a str, a pair (text, text_pair) or a list of them."
+            f"texts is a {type(texts).__name__}: pass a str, a pair (text, text_pair) or a list of them."
         )
     if not texts:
         raise ExplainerInputError("No text to explain: pass a str, a pair or a non-empty list of them.")

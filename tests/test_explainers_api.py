@@ -185,7 +185,7 @@ def test_bad_options(method, options, message, model, tokenizer):
     ("texts", "message"),
     [
         ({"who": 1}, r"texts is a dict: pass a str, a pair \(text, text_pair\) or a list"),
-        (b"who wrote it", r"texts is a bytes \(decode it first"),
+        (b"who wrote it", r"texts is bytes, not str: decode it first"),
         (["fine", b"bytes"], "Text 1 is bytes, not str: decode it first"),
         (("one", "two", "three"), "Text 0 is a tuple of 3: a text pair is"),
         ([("fine", 3)], "Text 0 is a int, not a str"),
