@@ -91,6 +91,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Standard deviation of the new weights (default: 0.1, about 1/sqrt(hidden size): with the usual 0.02 "
         "the product of embedding, key/value and output projections starts so small that learning stalls).",
     )
+    from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, EMBEDDINGS
+
+    model.add_argument(
+        "--embeddings",
+        choices=EMBEDDINGS,
+        default=DEFAULT_EMBEDDINGS,
+        help="Where the embedding backbone's token table starts: 'model2vec' (MiniLM distilled to static vectors "
+        "by Model2Vec), 'minilm-input' (MiniLM's input embeddings) — both reduced to --hidden-size by PCA, made "
+        f"offline once and cached under the Hugging Face cache — or 'random' (default: {DEFAULT_EMBEDDINGS}).",
+    )
 
     optim = parser.add_argument_group("optimisation")
     optim.add_argument(
@@ -357,6 +367,7 @@ def load_tokenizer(backbone: str):
 def build_model(args: argparse.Namespace, label_names: list[str], multi_label: bool, vocab_size: int):
     from configuration_labelattn import LabelAttnConfig
     from labelattn import minilm_path
+    from labelattn.static_embeddings import initialise_embeddings
     from modeling_labelattn import LabelAttnForSequenceClassification
 
     common = dict(
@@ -371,7 +382,9 @@ def build_model(args: argparse.Namespace, label_names: list[str], multi_label: b
         config = LabelAttnConfig(
             vocab_size=vocab_size, hidden_size=args.hidden_size, max_seq_length=args.max_length, **common
         )
-        return LabelAttnForSequenceClassification(config)
+        model = LabelAttnForSequenceClassification(config)
+        initialise_embeddings(model, args.embeddings)  # the vectors are in the saved weights: loading needs nothing
+        return model
     encoder = minilm_path() if args.backbone == "minilm" else args.backbone
     return LabelAttnForSequenceClassification.from_encoder(encoder, **common)
 
