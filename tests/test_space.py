@@ -143,6 +143,13 @@ def test_contrast_with_integrated_gradients_and_its_delta(client):
     assert "rather than **other**" in details and "convergence delta" in details
 
 
+def test_shap_reports_its_standard_error_within_the_pages_sample_budget(client):
+    _, highlighted, details, raw = explain(client, f"the {PLANTED_WORD} can find water", "shap", shap_max_samples=8)
+    assert raw["options"]["max_samples"] == 8 and len(raw["extras"]["standard_errors"]) == len(raw["words"])
+    assert "SHAP: mean standard error" in details
+    assert max(words_of(highlighted), key=words_of(highlighted).get) == PLANTED_WORD
+
+
 @pytest.mark.filterwarnings("ignore:Text 0 is longer than")
 def test_long_text_is_cut_with_a_visible_message(client):
     text = " ".join(["water"] * 300) + f" {PLANTED_WORD}"
@@ -212,6 +219,7 @@ def huge_explanation(client: Client) -> dict:
         ),
         (lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps=2.5), "n_steps"),
         (lambda c: explain(c, "a zebra", text_pair="x" * (app.MAX_CHARS + 1)), "The second text has"),
+        (lambda c: explain(c, "a zebra", "shap", shap_max_samples=65), "maximum value 64"),
         # Targets are the library's to resolve: a class against itself, a class the model lacks, a method it lacks.
         (lambda c: explain(c, "a zebra", "saliency", target="other", contrast="other"), "names class 'other' twice"),
         (lambda c: explain(c, "a zebra", "saliency", target="HUM"), "Unknown target label 'HUM'"),
