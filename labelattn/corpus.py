@@ -701,7 +701,8 @@ def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) ->
     if suffix not in (".parquet", ".jsonl", ".csv"):
         raise CorpusError(f"{path}: end the file name with .parquet, .jsonl or .csv to pick the format.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
+    # A name of this process's own: a second run writing the same output cannot interleave with this one.
+    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     table = dataset.with_format("arrow")
     batches = (table[start : start + batch_rows] for start in range(0, len(dataset), batch_rows))
     if suffix == ".parquet":

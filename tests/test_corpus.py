@@ -108,6 +108,17 @@ def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokeniz
         assert row_scores == pytest.approx(exp.scores, abs=1e-6)
 
 
+def test_pairs_are_explained_over_both_segments(model, tokenizer):
+    data = datasets.Dataset.from_dict({"text": ["a man plays", "hello"], "hypothesis": ["someone makes music", ""]})
+    out = explain_dataset(model, tokenizer, data, method="saliency", text_pair_column="hypothesis", progress=False)
+    out = out.to_dict()
+    segments, spans = out["word_segments"][0], out["spans"][0]
+    assert segments == [0, 0, 0, 1, 1, 1]
+    pair = (out["text"][0], out["hypothesis"][0])
+    assert [pair[g][s:e] for g, (s, e) in zip(segments, spans, strict=True)] == out["words"][0]
+    assert out["error"] == [None, "the text pair is empty"]
+
+
 def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp_path):
     out = explain_dataset(model, tokenizer, corpus(6), method="integrated_gradients", progress=False)
     for row in out:
