@@ -417,9 +417,10 @@ class ShardFolder:
     def finished(self) -> int:
         return sum(self.shard(i).exists() for i in range(self.num_shards))
 
-    def write(self, index: int, table: pa.Table, rank: int) -> None:
+    def write(self, index: int, table: pa.Table) -> None:
         """Write a shard under a temporary name, then rename it: a shard file that exists is complete."""
-        temporary = self.path / f"{index:05d}.tmp-{rank}"
+        # Named by process id: two processes never write one temporary file, even two runs started side by side.
+        temporary = self.path / f"{index:05d}.tmp-{os.getpid()}"
         with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
         os.replace(temporary, self.shard(index))
@@ -535,7 +536,7 @@ def run_job(
         for index in mine:
             rows = table[index * shard_size : (index + 1) * shard_size]
             shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, id_column)
-            folder.write(index, shard, state.process_index)
+            folder.write(index, shard)
             if bar is not None:
                 # The shards finished in the shared folder: the progress of every process, not only this one.
                 bar.update(min(folder.finished() * shard_size, len(dataset)) - bar.n)
