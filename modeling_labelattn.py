@@ -221,13 +221,12 @@ class LabelAttention(nn.Module):
         weights = torch.softmax(scores.masked_fill(~visible[:, :, None], float("-inf")), dim=1)
         context = torch.bmm(weights.transpose(1, 2), hidden_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
         context = context.view(-1, labels, heads, hidden)
+        bias = out_bias + out_weight @ self.value.bias  # b_V passes the weighting unchanged, then the output map
         if outputs < hidden:  # a readout: W_V,h folds into its slice of the output map, one vector per head
             out_maps = torch.einsum("ohk,hkd->ohd", out_weight.view(outputs, heads, head_size), value_maps)
-            return nn.functional.linear(
-                context.flatten(-2), out_maps.flatten(-2), out_bias + out_weight @ self.value.bias
-            )
-        values = torch.einsum("bthd,hkd->bthk", context, value_maps).flatten(-2) + self.value.bias
-        return nn.functional.linear(values, out_weight, out_bias)
+            return nn.functional.linear(context.flatten(-2), out_maps.flatten(-2), bias)
+        values = torch.einsum("bthd,hkd->bthk", context, value_maps).flatten(-2)
+        return nn.functional.linear(values, out_weight, bias)
 
     def _value_folded(
         self,
