@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 import torch
-from huggingface_hub import snapshot_download
+from huggingface_hub import constants, snapshot_download
 from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
@@ -31,6 +31,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
 
 from configuration_labelattn import LabelAttnConfig
 from modeling_labelattn import LabelAttnForSequenceClassification, LabelAttnModel
@@ -122,16 +123,10 @@ def _resolve_folder(name_or_path: str | os.PathLike, revision: str | None) -> Pa
     except LocalEntryNotFoundError:
         at = f" at revision {revision!r}" if revision else ""
         raise LoadError(
-            f"{repo_id!r} is neither a folder here nor a Hub id in the cache{at} ({_hub_cache()}). Models are read "
-            f"offline: download it once where the Hub is reachable (`hf download {repo_id}"
+            f"{repo_id!r} is neither a folder here nor a Hub id in the cache{at} ({constants.HF_HUB_CACHE}). "
+            f"Models are read offline: download it once where the Hub is reachable (`hf download {repo_id}"
             f"{f' --revision {revision}' if revision else ''}`), or give the path of its folder."
         ) from None
-
-
-def _hub_cache() -> str:
-    from huggingface_hub import constants
-
-    return constants.HF_HUB_CACHE
 
 
 def _read_config(folder: Path) -> dict:
@@ -158,7 +153,12 @@ def _check_weight_files(folder: Path) -> None:
     """Refuse a folder without safetensors weights, before any file is opened."""
     if any((folder / name).is_file() for name in SAFE_WEIGHTS):
         return
-    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES and p.is_file())
+    # training_args.bin is Trainer's record of its arguments, not weights.
+    pickles = sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.suffix in PICKLE_SUFFIXES and p.name != "training_args.bin" and p.is_file()
+    )
     if pickles:
         raise LoadError(
             f"{folder} holds its weights only as pickle ({', '.join(pickles)}), and loading a pickle can run any "
@@ -180,7 +180,7 @@ def _load_config(folder: Path, config_dict: dict, trust_remote_code: bool) -> Pr
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise LoadError(f"{folder}/config.json cannot be read: {_first_line(error)}{_remote_hint(error)}") from None
     has_own_class = "AutoModelForSequenceClassification" in config_dict.get("auto_map", {})
-    if type(config) not in AutoModelForSequenceClassification._model_mapping and not has_own_class:
+    if type(config) not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING and not has_own_class:
         raise LoadError(
             f"{folder} holds a {config_dict['model_type']!r} model, and that architecture has no sequence "
             "classification class: give a text classifier (a *ForSequenceClassification model)."
@@ -224,6 +224,8 @@ def _load_model(folder: Path, config: PretrainedConfig, trust_remote_code: bool)
             output_loading_info=True,
         )
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as error:
+        if "trust_remote_code" in str(error):
+            raise LoadError(f"{folder} cannot be loaded: {_first_line(error)}{_remote_hint(error)}") from None
         raise LoadError(
             f"The weights in {folder} cannot be read ({_first_line(error)}): the file is damaged or incomplete, "
             "save the model again."

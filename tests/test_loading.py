@@ -117,6 +117,7 @@ def test_folder_without_config(broken):
 
 def test_missing_weights(broken):
     (broken / "model.safetensors").unlink()
+    (broken / "training_args.bin").write_bytes(b"Trainer's arguments, not weights")
     with pytest.raises(LoadError, match=r"has no weights \(model.safetensors\)"):
         load_classifier(broken)
 
