@@ -55,31 +55,32 @@ def main() -> None:
         id2label=dict(enumerate(names)),
         label2id={name: i for i, name in enumerate(names)},
     )
-    trainer = Trainer(
-        model=model,
-        args=TrainingArguments(
-            output_dir=tempfile.mkdtemp(prefix="trec-bert-trainer-"),  # nothing is saved there (save_strategy="no")
-            num_train_epochs=args.epochs,
-            learning_rate=args.learning_rate,
-            warmup_steps=0.1,  # a fraction of the steps
-            per_device_train_batch_size=32,
-            per_device_eval_batch_size=64,
-            train_sampling_strategy="group_by_length",  # little padding: the questions are 5 to 40 tokens
-            save_strategy="no",
-            eval_strategy="no",
-            report_to="none",
-            logging_steps=50,
-            seed=args.seed,
-            use_cpu=True,
-        ),
-        train_dataset=splits["train"],
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=lambda p: {"accuracy": float(np.mean(np.argmax(p.predictions, -1) == p.label_ids))},
-    )
-    trainer.train()
-    for split in ("validation", "test"):
-        accuracy = trainer.evaluate(splits[split], metric_key_prefix=split)[f"{split}_accuracy"]
-        print(f"{split} accuracy: {accuracy:.4f}")
+    with tempfile.TemporaryDirectory(prefix="trec-bert-trainer-") as scratch:
+        trainer = Trainer(
+            model=model,
+            args=TrainingArguments(
+                output_dir=scratch,  # Trainer wants one; nothing is saved there (save_strategy="no")
+                num_train_epochs=args.epochs,
+                learning_rate=args.learning_rate,
+                warmup_steps=0.1,  # a fraction of the steps
+                per_device_train_batch_size=32,
+                per_device_eval_batch_size=64,
+                train_sampling_strategy="group_by_length",  # little padding: the questions are 5 to 40 tokens
+                save_strategy="no",
+                eval_strategy="no",
+                report_to="none",
+                logging_steps=50,
+                seed=args.seed,
+                use_cpu=True,
+            ),
+            train_dataset=splits["train"],
+            data_collator=DataCollatorWithPadding(tokenizer),
+            compute_metrics=lambda p: {"accuracy": float(np.mean(np.argmax(p.predictions, -1) == p.label_ids))},
+        )
+        trainer.train()
+        for split in ("validation", "test"):
+            accuracy = trainer.evaluate(splits[split], metric_key_prefix=split)[f"{split}_accuracy"]
+            print(f"{split} accuracy: {accuracy:.4f}")
     model.save_pretrained(args.output_dir)
     tokenizer.save_pretrained(args.output_dir)
     print(f"Saved {args.output_dir}")
