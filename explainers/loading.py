@@ -94,8 +94,9 @@ def load_classifier(
     if device is not None:
         try:
             model = model.to(device)
-        except (RuntimeError, TypeError) as error:
-            raise LoadError(f"device={device!r}: {error}. Give e.g. 'cpu', 'cuda' or 'cuda:0'.") from None
+        # torch says an unknown device with RuntimeError, a backend it was not built with with AssertionError.
+        except (RuntimeError, TypeError, AssertionError) as error:
+            raise LoadError(f"device={device!r}: {error}. Give a device this machine has, e.g. 'cpu'.") from None
     return model.eval(), tokenizer
 
 

@@ -76,6 +76,16 @@ def test_hub_id_loads_from_the_cache_offline(bert_folder, tmp_path, monkeypatch)
         load_classifier("org/absent")
 
 
+def test_device(bert_folder):
+    model, _ = load_classifier(bert_folder, device="cpu")
+    assert next(model.parameters()).device.type == "cpu"
+    with pytest.raises(LoadError, match=r"device='nowhere': .*Give a device this machine has"):
+        load_classifier(bert_folder, device="nowhere")
+    if not torch.cuda.is_available():
+        with pytest.raises(LoadError, match="device='cuda'"):
+            load_classifier(bert_folder, device="cuda")
+
+
 def test_load_error_is_an_explainer_value_error():
     assert issubclass(LoadError, ExplainerError) and issubclass(LoadError, ValueError)
 
