@@ -72,6 +72,17 @@ def test_predictions_keep_order_columns_and_match_the_model(model, tokenizer, tm
     assert set(out["error"]) == {None} and set(out["truncated"]) == {False}
 
 
+def test_a_multi_label_model_predicts_every_label_over_the_threshold(tokenizer):
+    model = make_model("embedding", multi_label=True, num_labels=3)
+    out = predict_dataset(model, tokenizer, corpus(6), threshold=0.4, progress=False).to_dict()
+    for i, labels in enumerate(out["predicted_labels"]):
+        probabilities = [out[f"prob_class_{c}"][i] for c in range(3)]
+        assert labels == [f"class_{c}" for c in range(3) if probabilities[c] >= 0.4]
+    assert any(len(labels) != 1 for labels in out["predicted_labels"])  # sigmoid: not one label per text
+    with pytest.raises(CorpusError, match="--threshold applies to multi-label models"):
+        predict_dataset(make_model("embedding"), tokenizer, corpus(2), threshold=0.4, progress=False)
+
+
 def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokenizer, tmp_path):
     texts = ["a fine text", "", "   ", None, " ".join(["word"] * 40), "another fine one"]
     data = datasets.Dataset.from_dict({"text": texts})
