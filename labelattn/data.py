@@ -162,11 +162,13 @@ def _check_jsonl(path: Path) -> None:
         raise DataError(f'{path} holds no rows: write one JSON object per line, like {{"text": ..., "label": ...}}.')
 
 
-def _load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
-    """Load one file or `datasets` folder with `datasets`, and how to name its rows in messages."""
+def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
+    """Load one file (.csv, .jsonl, .parquet) or `datasets` folder with `datasets`, and how to name its rows in
+    messages."""
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} does not exist: pass a CSV file, a JSONL file, a datasets folder or one of {sorted(BUILTIN)}."
+            f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
+            f"{sorted(BUILTIN)}."
         )
     try:
         if path.is_dir():
@@ -178,12 +180,14 @@ def _load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Ca
         if suffix in (".jsonl", ".json"):
             _check_jsonl(path)
             return datasets.load_dataset("json", data_files=str(path), split="train"), lambda i: f"line {i + 1}"
+        if suffix == ".parquet":
+            return datasets.load_dataset("parquet", data_files=str(path), split="train"), lambda i: f"row {i + 1}"
     except DataError:
         raise
     except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
         cause = error.__cause__ or error
         raise DataError(f"{path} could not be read ({type(cause).__name__}: {cause}); fix the file's format.") from None
-    raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl or a folder saved by datasets.")
+    raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl, .parquet or a datasets folder.")
 
 
 def _csv_as_strings(path: Path) -> dict:
@@ -242,7 +246,7 @@ def _read_files(paths: dict[str, str], text_column: str, label_column: str, sep:
     files given beside it win)."""
     raw = {}
     for split, given in paths.items():
-        table, row_name = _load_table(Path(given))
+        table, row_name = load_table(Path(given))
         if isinstance(table, datasets.DatasetDict) and split != "train":
             # --validation-data / --test-data: that split of the folder, never its other splits.
             if split not in table:
@@ -431,7 +435,7 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     labels and without splitting: what measuring explanations on a whole file needs."""
     if data in BUILTIN and not Path(data).exists():
         return list(BUILTIN[data][0]().texts)
-    table, row_name = _load_table(Path(data))
+    table, row_name = load_table(Path(data))
     whole = not isinstance(table, datasets.DatasetDict)
     parts = [(data, table)] if whole else [(f"{data} [{s}]", table[s]) for s in SPLITS if s in table]
     texts = []

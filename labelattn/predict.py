@@ -91,7 +91,7 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     `label`, or its published split), a file, or a `datasets` folder."""
     import datasets
 
-    from .data import BUILTIN, DataError, load_data
+    from .data import BUILTIN, DataError, load_data, load_table
 
     if data in BUILTIN and not Path(data).exists():
         if split is None:
@@ -102,25 +102,7 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
             raise DataError(f"--split {split!r}: the built-in {data} has the splits {list(splits)}.")
         return splits[split]
     path = Path(data)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder, "
-            f"or one of {sorted(BUILTIN)}."
-        )
-    suffix = path.suffix.lower()
-    try:
-        if path.is_dir():
-            table = datasets.load_from_disk(str(path))
-        elif suffix == ".parquet":
-            table = datasets.load_dataset("parquet", data_files=str(path), split="train")
-        else:
-            from .data import _load_table  # the CSV (cells as written) and JSONL (line numbers) readers of training
-
-            table, _ = _load_table(path)
-    except DataError:
-        raise
-    except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
-        raise DataError(f"{path} could not be read ({type(error).__name__}: {error}); fix the file's format.") from None
+    table, _ = load_table(path)
     if isinstance(table, datasets.DatasetDict):
         if split is None or split not in table:
             raise DataError(f"{path} holds the splits {list(table)}: choose one with --split NAME.")

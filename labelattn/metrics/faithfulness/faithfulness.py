@@ -5,6 +5,7 @@ gives it evaluate's interface (inputs collected with `add_batch`, one `compute`)
 import datasets
 import evaluate
 
+from explainers import token_limit
 from explainers.explanation import Explanation
 from explainers.faithfulness import DEFAULT_PERCENTAGES, evaluate_faithfulness
 from explainers.words import tokenize
@@ -20,7 +21,7 @@ Args:
     scores: one score per word of each text, in the order of the fast tokenizer's words `(n, words)` (as in
         `Explanation.scores`).
     targets: the class each text's scores explain `(n,)`.
-    model: the labelattn classifier; tokenizer: its fast tokenizer.
+    model: any transformers text classifier; tokenizer: its fast tokenizer.
     percentages: the k of top-k% words (default 10, 20, ..., 100).
     removal: "replace" (baseline token, default) or "delete".
     batch_size: perturbed inputs per forward pass.
@@ -58,7 +59,7 @@ class Faithfulness(evaluate.Metric):
     ) -> dict:
         if model is None or tokenizer is None:
             raise ValueError("Faithfulness is measured on a model: pass model=... and tokenizer=... to compute().")
-        limit = min(model.config.max_seq_length, getattr(tokenizer, "model_max_length", 10**9))
+        limit = token_limit(model, tokenizer)
         labels = {int(k): v for k, v in model.config.id2label.items()}
         explanations = [
             Explanation(
