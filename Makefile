@@ -37,7 +37,9 @@ test: install-dev chromium
 lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
+# transformers-interpret, the peer bench/ig_speed.py measures against, declares dependencies it does not need here.
 bench: install-dev
+	$(BIN)/pip install -q --no-deps transformers-interpret==0.10.0
 	for script in bench/[!_]*.py; do $(OFFLINE) $(BIN)/python $$script || exit 1; done
 
 # Retake docs/space.png with the browser test's own code (needs models/trec-embedding: run `make demo` first).
