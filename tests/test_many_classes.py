@@ -1,0 +1,265 @@
+"""Many classes end to end (issue 13, point 3): 300 classes, each decided by its own planted keyword, single- and
+multi-label. `labelattn train` must learn them and report it; the explainers, asked for the k most probable classes,
+must return those classes in order and find each class's keyword; `labelattn explain --data --top-k` writes k
+explanations per row."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import FILLER
+from huggingface_hub import ModelCard
+
+import explainers
+from labelattn import minilm_path
+
+ROOT = Path(__file__).resolve().parents[1]
+NUM_CLASSES = 300
+ROWS_PER_CLASS = {"train": 8, "validation": 1, "test": 1}
+TOP_K = 3
+# Small and quick, yet enough to learn 300 keywords: random token vectors (made-up words have no meaning to start
+# from). Multi-label learns more slowly (300 sigmoids, each positive in 1% of the rows): a higher rate, more epochs.
+COMMON = ["--hidden-size", "32", "--batch-size", "32", "--embeddings", "random", "--seed", "1"]
+TRAINING = {
+    "single": [*COMMON, "--epochs", "5", "--learning-rate", "4e-2"],
+    "multi": [*COMMON, "--epochs", "8", "--learning-rate", "5e-2"],
+}
+pytestmark = pytest.mark.usefixtures("one_thread")
+EXPLAINED = 12  # test texts explained per method
+OPTIONS = {"integrated_gradients": {"n_steps": 16}, "shap": {"max_samples": 8}}
+
+
+def made_up_keywords(n: int, seed: int = 0) -> list[str]:
+    """`n` pronounceable made-up words of one or two word pieces each, no piece shared with another keyword or with
+    the filler words: each class's keyword is visible to the model only through its own pieces."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    rng = random.Random(seed)
+    used = {piece for word in FILLER for piece in tokenizer.tokenize(word)}
+    keywords: list[str] = []
+    while len(keywords) < n:
+        word = "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3)))
+        word += rng.choice("bdfgklmnprstvz")
+        pieces = tokenizer.tokenize(word)
+        if len(pieces) <= 2 and not set(pieces) & used:
+            used |= set(pieces)
+            keywords.append(word)
+    return keywords
+
+
+KEYWORDS = made_up_keywords(NUM_CLASSES)
+LABELS = [f"class_{i:03d}" for i in range(NUM_CLASSES)]
+
+
+def planted_text(rng: random.Random, keywords: list[str]) -> str:
+    """Six filler words with the keywords inserted at random places."""
+    words = rng.sample(FILLER, 6)
+    for keyword in keywords:
+        words.insert(rng.randrange(len(words) + 1), keyword)
+    return " ".join(words)
+
+
+def single_label_rows(split: str, seed: int) -> list[dict]:
+    """Every class `ROWS_PER_CLASS[split]` times: one keyword, one class."""
+    rng = random.Random(seed)
+    count = ROWS_PER_CLASS[split] * NUM_CLASSES
+    return [
+        {"text": planted_text(rng, [KEYWORDS[i % NUM_CLASSES]]), "label": LABELS[i % NUM_CLASSES]} for i in range(count)
+    ]
+
+
+def multi_label_rows(split: str, seed: int) -> list[dict]:
+    """Rows of two or three keywords and their classes; every class appears in every split."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(ROWS_PER_CLASS[split] * NUM_CLASSES):
+        others = rng.sample([c for c in range(NUM_CLASSES) if c != i % NUM_CLASSES], rng.randint(1, 2))
+        classes = [i % NUM_CLASSES, *others]
+        rows.append({"text": planted_text(rng, [KEYWORDS[c] for c in classes]), "label": [LABELS[c] for c in classes]})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def run_module(module: str, *args, timeout: int = 240) -> subprocess.CompletedProcess:
+    """A labelattn command in a fresh process, as users run it (one thread: the cores are shared)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": ""}
+    command = [sys.executable, "-m", module, *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def printed_scores(stdout: str) -> dict[str, float]:
+    """The scores of the line `test accuracy 0.9, macro-f1 0.8, ...` that training prints last."""
+    line = next(line for line in stdout.splitlines() if line.startswith("test accuracy"))
+    return {
+        name: float(value) for name, value in (part.rsplit(" ", 1) for part in line.removeprefix("test ").split(", "))
+    }
+
+
+def card_scores(folder: Path) -> dict[str, float]:
+    """The test scores of the model card's model-index (what the Hub shows)."""
+    results = ModelCard.load(folder / "README.md").data.eval_results
+    return {result.metric_name: result.metric_value for result in results if result.dataset_split == "test"}
+
+
+class Trained:
+    """A model trained by `labelattn train` on a planted data set, with its test rows and what the run printed."""
+
+    def __init__(self, folder: Path, test_rows: list[dict], stdout: str) -> None:
+        self.folder, self.test_rows, self.stdout = folder, test_rows, stdout
+        self.model, self.tokenizer = explainers.load_classifier(folder)
+
+    @property
+    def explained(self) -> tuple[list[str], list[list[str]]]:
+        """The first test texts and their classes (a list per text)."""
+        rows = self.test_rows[:EXPLAINED]
+        return [row["text"] for row in rows], [
+            row["label"] if isinstance(row["label"], list) else [row["label"]] for row in rows
+        ]
+
+
+def train_planted(tmp_path: Path, kind: str) -> Trained:
+    rows_of = single_label_rows if kind == "single" else multi_label_rows
+    splits = {split: rows_of(split, seed) for seed, split in enumerate(ROWS_PER_CLASS)}
+    files = {split: write_jsonl(tmp_path / f"{split}.jsonl", rows) for split, rows in splits.items()}
+    folder = tmp_path / "model"
+    result = run_module(
+        "labelattn.train",
+        *("--data", files["train"], "--validation-data", files["validation"], "--test-data", files["test"]),
+        *TRAINING[kind],
+        *("--output-dir", folder),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Trained(folder, splits["test"], result.stdout)
+
+
+@pytest.fixture(scope="module")
+def single_label(tmp_path_factory) -> Trained:
+    return train_planted(tmp_path_factory.mktemp("single"), "single")
+
+
+@pytest.fixture(scope="module")
+def multi_label(tmp_path_factory) -> Trained:
+    return train_planted(tmp_path_factory.mktemp("multi"), "multi")
+
+
+def keyword_of(label: str) -> str:
+    return KEYWORDS[LABELS.index(label)]
+
+
+def top_word(explanation: explainers.Explanation) -> str:
+    return explanation.words[max(range(len(explanation.words)), key=explanation.scores.__getitem__)]
+
+
+@pytest.fixture(params=["single", "multi"])
+def trained(request) -> Trained:
+    return request.getfixturevalue(f"{request.param}_label")
+
+
+def test_keywords_are_made_up_and_split_into_one_or_two_pieces(tokenizer):
+    assert len(set(KEYWORDS)) == NUM_CLASSES
+    for keyword in KEYWORDS:
+        assert 1 <= len(tokenizer.tokenize(keyword)) <= 2 and keyword not in FILLER
+
+
+@pytest.mark.slow
+def test_training_reports_high_scores_for_300_classes(single_label, multi_label):
+    """The scores printed at the end and the model card's model-index agree, and are high (chance is 1/300)."""
+    single, multi = printed_scores(single_label.stdout), printed_scores(multi_label.stdout)
+    assert set(single) == {"accuracy", "macro-f1", "precision-at-1", "recall-at-1", "precision-at-5", "recall-at-5"}
+    assert single["accuracy"] >= 0.95 and single["macro-f1"] >= 0.9 and single["recall-at-5"] >= 0.99
+    assert single["precision-at-1"] == pytest.approx(single["accuracy"])
+    assert {"micro-f1", "macro-f1", "precision-at-1", "recall-at-5"} <= set(multi)
+    assert multi["micro-f1"] >= 0.8 and multi["precision-at-1"] >= 0.95 and multi["recall-at-5"] >= 0.9
+    for trained, printed in ((single_label, single), (multi_label, multi)):
+        written = card_scores(trained.folder)
+        for name, value in printed.items():
+            assert written[name] == pytest.approx(value, abs=1e-4), name
+
+
+@pytest.mark.slow
+def test_predict_gives_softmax_or_sigmoid_over_300_classes(trained):
+    texts, _ = trained.explained
+    predictions = explainers.predict(trained.model, trained.tokenizer, texts)
+    assert predictions.probabilities.shape == (len(texts), NUM_CLASSES) and predictions.labels == LABELS
+    with torch.no_grad():
+        logits = trained.model(**trained.tokenizer(texts, padding=True, return_tensors="pt")).logits
+    multi = trained.model.config.problem_type == "multi_label_classification"
+    expected = torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)
+    torch.testing.assert_close(predictions.probabilities, expected, atol=1e-5, rtol=1e-4)
+    if not multi:
+        torch.testing.assert_close(predictions.probabilities.sum(-1), torch.ones(len(texts)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["label_attention", "integrated_gradients", "shap"])
+def test_top_k_explains_the_most_probable_classes_and_finds_their_keywords(trained, method):
+    """`top_k=3`: the three most probable classes of each text, most probable first; the first is one of the text's
+    classes, and every class of the text among them has its own keyword as its top word."""
+    texts, classes = trained.explained
+    probabilities = explainers.predict(trained.model, trained.tokenizer, texts).probabilities
+    results = explainers.explain(
+        trained.model, trained.tokenizer, texts, method=method, top_k=TOP_K, **OPTIONS.get(method, {})
+    )
+    assert len(results) == len(texts)
+    found = []
+    for result, row_probabilities, labels in zip(results, probabilities, classes, strict=True):
+        assert [row_probabilities[e.target].item() for e in result] == pytest.approx([e.probability for e in result])
+        assert [e.probability for e in result] == pytest.approx(row_probabilities.topk(TOP_K).values.tolist(), abs=1e-5)
+        assert result[0].target_label in labels
+        found += [top_word(e) == keyword_of(e.target_label) for e in result if e.target_label in labels]
+    multi = trained.model.config.problem_type == "multi_label_classification"
+    # Single-label: about one text in ten misses its keyword (see the strict xfail below), so most, not all.
+    assert all(found) if multi else found.count(True) >= 0.75 * len(found), f"keywords found: {found}"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="About 1 single-label text in 10 (29 of 300 here) misses its keyword, by label attention and by IG/SHAP "
+    "alike: the softmax model learns that a keyword lowers every class's logit and its own class's least, so its "
+    "class attends elsewhere and the raw target logit falls when the keyword comes in (explanations of the logit, "
+    "not of a shift-invariant score such as the log-probability).",
+)
+def test_every_single_label_text_finds_its_keyword(single_label):
+    texts = [row["text"] for row in single_label.test_rows]
+    explanations = explainers.explain(single_label.model, single_label.tokenizer, texts, method="label_attention")
+    missed = [
+        e.text
+        for e, row in zip(explanations, single_label.test_rows, strict=True)
+        if top_word(e) != keyword_of(row["label"])
+    ]
+    assert not missed, f"{len(missed)} of {len(texts)} texts missed their keyword, e.g. {missed[:3]}"
+
+
+@pytest.mark.slow
+def test_corpus_command_writes_k_explanations_per_row(multi_label, tmp_path):
+    texts, classes = multi_label.explained
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"text": text} for text in texts])
+    output = tmp_path / "out.parquet"
+    result = run_module(
+        "labelattn",
+        *("explain", multi_label.folder, "--data", data, "--method", "label_attention"),
+        *("--top-k", TOP_K, "--output", output, "--no-progress"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = pd.read_parquet(output)
+    assert len(table) == TOP_K * len(texts)
+    for row, labels in enumerate(classes):
+        rows = table[table["row"] == row].sort_values("rank")
+        assert rows["rank"].tolist() == list(range(1, TOP_K + 1))
+        assert rows["probability"].is_monotonic_decreasing
+        first = rows.iloc[0]
+        assert first["target_label"] in labels
+        words, scores = list(first["words"]), list(first["scores"])
+        assert words[scores.index(max(scores))] == keyword_of(first["target_label"])
