@@ -189,8 +189,8 @@ def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
     from accelerate import PartialState
 
-    from .corpus import check_columns, explain_job, run_job
-    from .predict import check_output, finish, load_corpus, model_and_tokenizer, output_path, shard_folder
+    from .corpus import check_columns, explain_job
+    from .predict import check_output, load_corpus, model_and_tokenizer, output_path, run_to_file
     from .summarize import write_summary
 
     output = output_path(args, "explanations", f"-{args.method}")
@@ -210,20 +210,7 @@ def run_corpus(args: argparse.Namespace) -> int:
         args.batch_size,
         args.max_length,
     )
-    report = run_job(
-        job,
-        model,
-        dataset,
-        shard_folder(output),
-        args.text_column,
-        args.text_pair_column,
-        args.id_column,
-        args.shard_size,
-        args.overwrite,
-        progress=not args.no_progress,
-        protected=[Path(args.data)] if Path(args.data).exists() else [],
-    )
-    finish(report, output)
+    report = run_to_file(job, model, dataset, output, args)
     if args.summary and PartialState().is_main_process:
         folder = write_summary(report.dataset, output.with_name(output.name + ".summary"))
         print(f"labelattn: wrote the corpus summary to {folder}", file=sys.stderr)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # datasets and torch load in `run` only, so that --help stays fast
     import datasets
 
-    from .corpus import CorpusReport
+    from .corpus import CorpusReport, Job
 
 FORMATS = (".parquet", ".jsonl", ".csv")
 
@@ -147,30 +147,15 @@ def model_and_tokenizer(name: str):
     return load_classifier(name, device=device)
 
 
-def finish(report: "CorpusReport", output: Path) -> None:
-    """Main process: write the output file from the shards, then the report line."""
+def run_to_file(
+    job: "Job", model, dataset: "datasets.Dataset", output: Path, args: argparse.Namespace
+) -> "CorpusReport":
+    """Run `job` over `dataset` in shards beside `output`, as the command's corpus arguments say; then the main
+    process writes `output` from the shards and the report line."""
     from accelerate import PartialState
 
-    from .corpus import save
+    from .corpus import run_job, save
 
-    if PartialState().is_main_process:
-        save(report.dataset, output)
-        print(f"labelattn: {report.summary()}; wrote {output}", file=sys.stderr)
-    PartialState().wait_for_everyone()
-
-
-# --------------------------------------------------------------------------------------------------- the command
-
-
-def run(args: argparse.Namespace) -> int:
-    from .corpus import check_columns, predict_job, run_job
-
-    output = output_path(args, "predictions", "")
-    check_output(output, args.data, args.overwrite)
-    dataset = load_corpus(args.data, args.split)
-    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
-    model, tokenizer = model_and_tokenizer(args.model)
-    job = predict_job(model, tokenizer, args.batch_size, args.max_length, args.threshold)
     report = run_job(
         job,
         model,
@@ -184,5 +169,24 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         protected=[Path(args.data)] if Path(args.data).exists() else [],
     )
-    finish(report, output)
+    if PartialState().is_main_process:
+        save(report.dataset, output)
+        print(f"labelattn: {report.summary()}; wrote {output}", file=sys.stderr)
+    PartialState().wait_for_everyone()
+    return report
+
+
+# --------------------------------------------------------------------------------------------------- the command
+
+
+def run(args: argparse.Namespace) -> int:
+    from .corpus import check_columns, predict_job
+
+    output = output_path(args, "predictions", "")
+    check_output(output, args.data, args.overwrite)
+    dataset = load_corpus(args.data, args.split)
+    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
+    model, tokenizer = model_and_tokenizer(args.model)
+    job = predict_job(model, tokenizer, args.batch_size, args.max_length, args.threshold)
+    run_to_file(job, model, dataset, output, args)
     return 0
