@@ -27,8 +27,14 @@ POOLING_TEXT = {
     "mean": "mean pooling of the token vectors and a linear layer (the baseline of the label-attention head)",
 }
 BACKBONE_TEXT = {
-    "embedding": "a bag of token embeddings trained from scratch (fastText style, no contextual layer)",
+    "embedding": "a bag of token embeddings (fastText style, no contextual layer)",
     "minilm": "the pretrained encoder all-MiniLM-L6-v2 (BERT, 6 layers, hidden size 384), fine-tuned",
+}
+# Where the embedding backbone's token table started (`labelattn train --embeddings`).
+EMBEDDINGS_TEXT = {
+    "minilm-input": "started from all-MiniLM-L6-v2's input embeddings (PCA to the model's width), then trained",
+    "model2vec": "started from Model2Vec vectors distilled from all-MiniLM-L6-v2, then trained",
+    "random": "trained from a random start",
 }
 
 
@@ -88,6 +94,8 @@ def model_card(
     """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split."""
     name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
     backbone = BACKBONE_TEXT.get(args.backbone, f"the pretrained encoder at `{args.backbone}`, fine-tuned")
+    if args.backbone == "embedding":
+        backbone += ", " + EMBEDDINGS_TEXT[getattr(args, "embeddings", "random")]
     record = data.split_record
     split_rows = "\n".join(
         f"| {split} | {record['sizes'][split]} | `{record['ids_sha256'][split]}` |" for split in record["sizes"]
