@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument(
         "--backbone",
         default="embedding",
-        help="'embedding' (token embeddings trained from scratch, fast), 'minilm' (the offline all-MiniLM-L6-v2 "
+        help="'embedding' (a bag of token embeddings, fast), 'minilm' (the offline all-MiniLM-L6-v2 "
         "encoder) or the path of a local encoder folder (default: embedding).",
     )
     model.add_argument("--pooling", choices=["label_attention", "mean"], default="label_attention")
