@@ -9,11 +9,12 @@ os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from configuration_labelattn import LabelAttnConfig
 from labelattn import minilm_path
@@ -199,6 +200,20 @@ def save_model(model, tokenizer, folder: Path) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def bert_folder(tmp_path_factory, tokenizer) -> Path:
+    """A plain transformers BERT classifier (3 labels, not a labelattn model) and the MiniLM tokenizer, saved once."""
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_encoder_config(num_labels=3)).eval()
+    return save_model(model, tokenizer, tmp_path_factory.mktemp("bert") / "model")
+
+
+@pytest.fixture
+def broken(bert_folder, tmp_path) -> Path:
+    """A copy of the BERT folder for a test to damage."""
+    return Path(shutil.copytree(bert_folder, tmp_path / "model"))
 
 
 def planted_texts(n: int, seed: int = 0) -> tuple[list[str], list[int]]:

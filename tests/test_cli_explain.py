@@ -1,30 +1,13 @@
 """`labelattn explain` for a few texts: any text classifier, pairs, JSON options, and one clear line (exit code 2,
 no traceback) for every way a model folder can be broken."""
 
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import save_model, tiny_encoder_config
-from transformers import BertForSequenceClassification
 
 from labelattn.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def bert_folder(tmp_path_factory, tokenizer) -> Path:
-    """A plain transformers BERT classifier: not a labelattn model."""
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(tiny_encoder_config(num_labels=3)).eval()
-    return save_model(model, tokenizer, tmp_path_factory.mktemp("bert") / "model")
-
-
-@pytest.fixture
-def broken(bert_folder, tmp_path) -> Path:
-    return Path(shutil.copytree(bert_folder, tmp_path / "model"))
 
 
 def test_a_plain_bert_classifier_is_explained(bert_folder, capsys):

@@ -25,20 +25,6 @@ def logits(model, tokenizer) -> torch.Tensor:
         return model(**tokenizer(TEXT, padding=True, return_tensors="pt")).logits
 
 
-@pytest.fixture(scope="module")
-def bert_folder(tmp_path_factory, tokenizer) -> Path:
-    """A plain transformers BERT classifier (3 labels) and the MiniLM tokenizer, saved once."""
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(tiny_encoder_config(num_labels=3)).eval()
-    return save_model(model, tokenizer, tmp_path_factory.mktemp("bert") / "model")
-
-
-@pytest.fixture
-def broken(bert_folder, tmp_path) -> Path:
-    """A copy of the BERT folder for a test to damage."""
-    return Path(shutil.copytree(bert_folder, tmp_path / "model"))
-
-
 def test_plain_bert_classifier_loads_in_eval_mode_with_a_fast_tokenizer(bert_folder):
     model, tokenizer = load_classifier(bert_folder)
     assert isinstance(model, BertForSequenceClassification)
