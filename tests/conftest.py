@@ -1,5 +1,6 @@
 """Shared fixtures: the offline MiniLM tokenizer, small models of realistic weight scale, planted-word models."""
 
+import functools
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -230,16 +231,14 @@ def planted_texts(n: int, seed: int = 0) -> tuple[list[str], list[int]]:
     return texts, labels
 
 
-def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 150):
-    """A model trained until the planted word alone decides the class (checked on held-out texts)."""
-    tok = AutoTokenizer.from_pretrained(minilm_path())
-    model = make_model(backbone, pooling, num_labels=2, seed=1)
-    model.config.id2label, model.config.label2id = {0: "other", 1: "planted"}, {"other": 0, "planted": 1}
+def fit_planted(model, encode, steps: int = 150, name: str = "planted"):
+    """Train `model` on planted texts (`encode(texts)` gives its inputs) with Adam until the planted word alone
+    decides the class, checked on held-out texts; returns it in eval mode."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     texts, labels = planted_texts(32 * steps, seed=2)
     for step in range(steps):
-        batch = tok(texts[step * 32 : (step + 1) * 32], padding=True, return_tensors="pt")
+        batch = encode(texts[step * 32 : (step + 1) * 32])
         loss = model(**batch, labels=torch.tensor(labels[step * 32 : (step + 1) * 32])).loss
         optimizer.zero_grad()
         loss.backward()
@@ -247,10 +246,19 @@ def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 
     model.eval()
     held_out, truth = planted_texts(64, seed=3)
     with torch.no_grad():
-        predicted = model(**tok(held_out, padding=True, return_tensors="pt")).logits.argmax(-1)
+        predicted = model(**encode(held_out)).logits.argmax(-1)
     accuracy = (predicted == torch.tensor(truth)).float().mean().item()
-    assert accuracy == 1.0, f"the planted {backbone}/{pooling} model did not learn its rule ({accuracy:.2f})"
+    assert accuracy == 1.0, f"the {name} model did not learn its rule ({accuracy:.2f})"
     return model
+
+
+def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 150):
+    """A model trained until the planted word alone decides the class (checked on held-out texts)."""
+    tok = AutoTokenizer.from_pretrained(minilm_path())
+    model = make_model(backbone, pooling, num_labels=2, seed=1)
+    model.config.id2label, model.config.label2id = {0: "other", 1: "planted"}, {"other": 0, "planted": 1}
+    encode = functools.partial(tok, padding=True, return_tensors="pt")
+    return fit_planted(model, encode, steps, name=f"planted {backbone}/{pooling}")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 import regex
 import torch
 import transformers
-from conftest import FILLER, PLANTED_WORD, planted_texts
+from conftest import FILLER, PLANTED_WORD, fit_planted, planted_texts
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, pipeline
 
@@ -435,9 +435,6 @@ def train_planted(family: str, tokenizer, pairs: bool = False, steps: int = 150)
     """A tiny `family` model trained until the planted word alone decides the class (in the second segment for
     `pairs`), checked on held-out texts."""
     model = build_model(family, tokenizer, num_labels=2, seed=1, rescale=False)
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    texts, labels = planted_texts(32 * steps, seed=2)
 
     def inputs(batch: list[str]):
         if pairs:  # the first segment is filler only: the planted word is in the second
@@ -445,19 +442,7 @@ def train_planted(family: str, tokenizer, pairs: bool = False, steps: int = 150)
             return tokenizer(firsts, batch, padding=True, return_tensors="pt")
         return tokenizer(batch, padding=True, return_tensors="pt")
 
-    for step in range(steps):
-        loss = model(
-            **inputs(texts[step * 32 : (step + 1) * 32]), labels=torch.tensor(labels[step * 32 : (step + 1) * 32])
-        ).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    held_out, truth = planted_texts(64, seed=3)
-    with torch.no_grad():
-        predicted = model(**inputs(held_out)).logits.argmax(-1)
-    assert (predicted == torch.tensor(truth)).float().mean().item() == 1.0, f"the {family} model did not learn"
-    return model
+    return fit_planted(model, inputs, steps, name=family)
 
 
 @pytest.mark.slow
