@@ -39,6 +39,11 @@ class LabelAttnConfig(PretrainedConfig):
         hidden_size (`int`, *optional*, defaults to 128):
             Width `d` of the token vectors, the label embeddings and the class vectors. Taken from
             `encoder_config` for an encoder.
+        token_context_width (`int`, *optional*, defaults to 0):
+            Width (odd, in tokens) of a residual convolution that gives every token vector of the `"embedding"`
+            backbone its neighbours before pooling, `x + GELU(conv(x))`: a bag of tokens cannot tell "how many"
+            from "many ... how". 0 reads the token vectors as they are (a pure bag of tokens); `labelattn train`
+            uses 3. Ignored for an encoder, which has its own context.
         pad_token_id (`int`, *optional*, defaults to 0):
             Id of the padding token; its row of the embedding table stays zero.
         max_seq_length (`int`, *optional*, defaults to 512):
@@ -82,6 +87,7 @@ class LabelAttnConfig(PretrainedConfig):
     encoder_config: PretrainedConfig | dict[str, Any] | None = None
     vocab_size: int = 30522
     hidden_size: int = 128
+    token_context_width: int = 0
     pad_token_id: int | None = 0
     max_seq_length: int = 512
     pooling: str = "label_attention"
@@ -123,6 +129,15 @@ class LabelAttnConfig(PretrainedConfig):
         for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise LabelAttnConfigError(f"{name} is a probability in [0, 1), got {getattr(self, name)!r}.")
+        if not isinstance(self.token_context_width, int) or self.token_context_width < 0:
+            raise LabelAttnConfigError(
+                f"token_context_width must be 0 (no context) or a positive odd width, got {self.token_context_width!r}."
+            )
+        if self.token_context_width % 2 == 0 and self.token_context_width > 0:
+            raise LabelAttnConfigError(
+                f"token_context_width must be odd, so that every token sees as many neighbours on each side, got "
+                f"{self.token_context_width}: use {self.token_context_width + 1}."
+            )
         if self.hidden_size % self.num_attention_heads != 0:
             raise LabelAttnConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "

@@ -285,6 +285,25 @@ class LabelAttention(nn.Module):
         return torch.cat(outputs, dim=1)
 
 
+class TokenContext(nn.Conv1d):
+    """A residual convolution over neighbouring token vectors, `x + GELU(conv(x))`, for the embedding backbone.
+
+    Every output position still belongs to one token, so word scores and Integrated Gradients' completeness over the
+    token embeddings are unchanged in kind. Padding is zeroed before the convolution, so that a text's vectors do not
+    depend on how much padding its batch has (nor on what vectors `inputs_embeds` put there).
+    """
+
+    def __init__(self, config: LabelAttnConfig):
+        width = config.token_context_width
+        super().__init__(config.hidden_size, config.hidden_size, width, padding=width // 2)
+
+    def forward(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """`tokens (batch, seq_len, hidden)`, `attention_mask (batch, seq_len)` -> `(batch, seq_len, hidden)`."""
+        tokens = tokens * attention_mask.unsqueeze(-1).to(tokens.dtype)
+        context = super().forward(tokens.transpose(1, 2)).transpose(1, 2)
+        return tokens + nn.functional.gelu(context)
+
+
 def masked_mean(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean of the real tokens' vectors, `(batch, seq, hidden) -> (batch, hidden)`; 0 for a text of only padding."""
     mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
@@ -343,6 +362,11 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, LabelAttention):
             init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+        elif isinstance(module, TokenContext):
+            # LeCun scale: the context branch starts at the size of the token vectors it adds to, whatever the width.
+            fan_in = module.in_channels * module.kernel_size[0]
+            init.normal_(module.weight, mean=0.0, std=fan_in**-0.5)
+            init.zeros_(module.bias)
 
 
 class LabelAttnModel(LabelAttnPreTrainedModel):
@@ -356,6 +380,9 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         else:
             self.encoder = None
             self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.token_context = (
+            TokenContext(config) if config.backbone == "embedding" and config.token_context_width else None
+        )
         self.dropout = nn.Dropout(config.embedding_dropout)
         self.label_attention = LabelAttention(config) if config.pooling == "label_attention" else None
         self.post_init()
@@ -461,6 +488,8 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             attentions, hidden_states = encoder_outputs.attentions, encoder_outputs.hidden_states
         else:
             tokens = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+            if self.token_context is not None:
+                tokens = self.token_context(tokens, attention_mask)
         tokens = self.dropout(tokens)
 
         label_attentions = class_scores = None

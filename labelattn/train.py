@@ -81,15 +81,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "encoder) or the path of a local encoder folder (default: embedding).",
     )
     model.add_argument("--pooling", choices=["label_attention", "mean"], default="label_attention")
-    model.add_argument("--hidden-size", type=int, default=128, help="Width of the embedding backbone (default: 128).")
+    model.add_argument(
+        "--hidden-size",
+        type=int,
+        default=384,
+        help="Width of the embedding backbone (default: 384, MiniLM's own width, so its token vectors are kept whole).",
+    )
+    model.add_argument(
+        "--token-context-width",
+        type=int,
+        default=3,
+        help="Odd width of the embedding backbone's residual convolution that lets each token see its neighbours "
+        "('how many' is not 'many ... how'); 0 reads a pure bag of tokens (default: 3).",
+    )
     model.add_argument("--num-attention-heads", type=int, default=4, help="Label-attention heads (default: 4).")
     model.add_argument("--max-length", type=int, default=128, help="Tokens read per text (default: 128).")
     model.add_argument(
         "--initializer-range",
         type=float,
         default=0.1,
-        help="Standard deviation of the new weights (default: 0.1, about 1/sqrt(hidden size): with the usual 0.02 "
-        "the product of embedding, key/value and output projections starts so small that learning stalls).",
+        help="Standard deviation of the new weights (default: 0.1: with the usual 0.02 the product of embedding, "
+        "key/value and output projections starts so small that learning stalls).",
     )
     from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, EMBEDDINGS
 
@@ -100,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Where the embedding backbone's token table starts: 'model2vec' (MiniLM distilled to static vectors "
         "by Model2Vec), 'minilm-input' (MiniLM's input embeddings) — both reduced to --hidden-size by PCA, made "
         f"offline once and cached under the Hugging Face cache — or 'random' (default: {DEFAULT_EMBEDDINGS}).",
+    )
+    model.add_argument(
+        "--freeze-embeddings",
+        action=argparse.BooleanOptionalAction,
+        help="Keep the token table as it starts (the backbone's input embeddings for an encoder). Default: frozen "
+        "for the embedding backbone started from MiniLM's vectors (better and 1.3x faster on TREC: the update of "
+        "the 30,522-row table dominates a step), trained otherwise.",
     )
 
     optim = parser.add_argument_group("optimisation")
@@ -167,6 +186,8 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     args.learning_rate = LEARNING_RATES[kind] if args.learning_rate is None else args.learning_rate
     if args.head_learning_rate is None:
         args.head_learning_rate = 1e-3 if kind == "encoder" else args.learning_rate
+    if args.freeze_embeddings is None:
+        args.freeze_embeddings = kind == "embedding" and args.embeddings != "random"
     check_numbers(args)
     if kind == "encoder" and args.backbone != "minilm" and not (Path(args.backbone) / "config.json").is_file():
         raise TrainingError(
@@ -186,6 +207,8 @@ def check_numbers(args: argparse.Namespace) -> None:
     for name in AT_LEAST_ONE:
         if getattr(args, name) < 1:
             refuse(name, "at least 1")
+    if args.token_context_width < 0 or args.token_context_width % 2 == 0 and args.token_context_width:
+        refuse("token_context_width", "0 (none) or an odd width such as 3")
     for name in ABOVE_ZERO:
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
             refuse(name, "a finite number above 0")
@@ -296,10 +319,11 @@ def command_line(args: argparse.Namespace) -> str:
         name, value = action.dest, getattr(args, action.dest, None)
         if action.help == argparse.SUPPRESS or name in ("help", "resume", "overwrite") or not action.option_strings:
             continue
-        if value is None or value == getattr(defaults, name) or value is False:
+        if value is None or value == getattr(defaults, name):
             continue
-        words.append(action.option_strings[0])
-        if value is not True:
+        # A switched-off flag can only differ from its default as `--no-...` (a BooleanOptionalAction).
+        words.append(action.option_strings[-1] if value is False else action.option_strings[0])
+        if not isinstance(value, bool):
             words.append(str(value))
     return shlex.join(words)
 
@@ -380,13 +404,19 @@ def build_model(args: argparse.Namespace, label_names: list[str], multi_label: b
     )
     if args.backbone == "embedding":
         config = LabelAttnConfig(
-            vocab_size=vocab_size, hidden_size=args.hidden_size, max_seq_length=args.max_length, **common
+            vocab_size=vocab_size,
+            hidden_size=args.hidden_size,
+            token_context_width=args.token_context_width,
+            max_seq_length=args.max_length,
+            **common,
         )
         model = LabelAttnForSequenceClassification(config)
         initialise_embeddings(model, args.embeddings)  # the vectors are in the saved weights: loading needs nothing
-        return model
-    encoder = minilm_path() if args.backbone == "minilm" else args.backbone
-    return LabelAttnForSequenceClassification.from_encoder(encoder, **common)
+    else:
+        encoder = minilm_path() if args.backbone == "minilm" else args.backbone
+        model = LabelAttnForSequenceClassification.from_encoder(encoder, **common)
+    model.get_input_embeddings().weight.requires_grad_(not args.freeze_embeddings)
+    return model
 
 
 def tokenized_loaders(data, tokenizer, args: argparse.Namespace, max_length: int, seed: int):
@@ -478,9 +508,10 @@ def optimizer_groups(model, args: argparse.Namespace) -> list[dict]:
     """A pretrained encoder learns slowly, the new head quickly; the embedding backbone is all new."""
     encoder = model.labelattn.encoder
     encoder_params = {id(p) for p in encoder.parameters()} if encoder is not None else set()
+    trained = [p for p in model.parameters() if p.requires_grad]  # not a frozen token table
     groups = [
-        {"params": [p for p in model.parameters() if id(p) in encoder_params], "lr": args.learning_rate},
-        {"params": [p for p in model.parameters() if id(p) not in encoder_params], "lr": args.head_learning_rate},
+        {"params": [p for p in trained if id(p) in encoder_params], "lr": args.learning_rate},
+        {"params": [p for p in trained if id(p) not in encoder_params], "lr": args.head_learning_rate},
     ]
     return [group for group in groups if group["params"]]
 

@@ -150,7 +150,10 @@ def make_model(
     **config_kwargs,
 ) -> LabelAttnForSequenceClassification:
     """A model in eval mode whose weights have a realistic scale (std 0.5 rather than 0.02), so that logits
-    differ by O(1) and tolerances mean something."""
+    differ by O(1) and tolerances mean something. `backbone="context"` is the embedding backbone with the
+    width-3 token-context convolution that `labelattn train` gives it."""
+    if backbone == "context":
+        backbone, config_kwargs = "embedding", {"token_context_width": 3, **config_kwargs}
     torch.manual_seed(seed)
     kwargs = dict(
         id2label={i: f"class_{i}" for i in range(num_labels)},
@@ -168,7 +171,7 @@ def make_model(
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.dim() > 1 and "LayerNorm" not in name:
-                param.normal_(0.0, 0.5 / param.shape[-1] ** 0.5 * 4)
+                param.normal_(0.0, 0.5 / param[0].numel() ** 0.5 * 4)  # over the fan-in (a conv's: in × width)
     return model.eval()
 
 
@@ -189,6 +192,11 @@ def one_thread():
 @pytest.fixture(scope="module")
 def embedding_model():
     return make_model("embedding", num_labels=3)
+
+
+@pytest.fixture(scope="module")
+def context_model():
+    return make_model("context", num_labels=3)
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +272,11 @@ def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 
 @pytest.fixture(scope="session")
 def planted_embedding_model():
     return train_planted("embedding")
+
+
+@pytest.fixture(scope="session")
+def planted_context_model():
+    return train_planted("context")
 
 
 @pytest.fixture(scope="session")

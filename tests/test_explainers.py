@@ -47,10 +47,10 @@ def ig(model, tokenizer, texts, **options):
 # --- Integrated Gradients ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backbone", ["embedding", "encoder"])
+@pytest.mark.parametrize("backbone", ["embedding", "context", "encoder"])
 @pytest.mark.parametrize("baseline", ["pad", "zero"])
-def test_ig_completeness_and_endpoints(backbone, baseline, tokenizer, embedding_model, encoder_model):
-    model = embedding_model if backbone == "embedding" else encoder_model
+def test_ig_completeness_and_endpoints(backbone, baseline, tokenizer, request):
+    model = request.getfixturevalue(f"{backbone}_model")
     texts = [SHORT, MEDIUM, LONG]
     for text, exp in zip(texts, ig(model, tokenizer, texts, baseline=baseline, tolerance=None), strict=True):
         assert abs(exp.score - exp.baseline_score) > 1e-2, "a model whose F does not move would judge nothing"
@@ -258,6 +258,7 @@ def test_shap_converges_to_exact_shapley_values(tokenizer, embedding_model):
 @pytest.mark.parametrize(
     ("backbone", "method"),
     [("embedding", m) for m in EMBEDDING_METHODS if m != "random"]
+    + [("context", m) for m in EMBEDDING_METHODS if m != "random"]
     + [("encoder", m) for m in ("attention_rollout", "attention_flow", "integrated_gradients", "shap")],
 )
 def test_planted_word_ranks_first(backbone, method, tokenizer, request):

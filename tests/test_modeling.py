@@ -14,7 +14,7 @@ from labelattn import minilm_path
 from modeling_labelattn import LabelAttention, LabelAttnForSequenceClassification, LabelAttnInputError
 
 TEXTS = ["the screen cracked", "fast delivery but the screen cracked after two days of use", "fine"]
-BACKBONES = ["embedding", "encoder"]
+BACKBONES = ["embedding", "context", "encoder"]
 POOLINGS = ["label_attention", "mean"]
 
 
@@ -33,7 +33,13 @@ def token_vectors(model: LabelAttnForSequenceClassification, batch: dict) -> tor
     inner = model.labelattn
     if inner.encoder is not None:
         return inner.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-    return inner.embeddings(batch["input_ids"])
+    vectors = inner.embeddings(batch["input_ids"])
+    if inner.token_context is None:
+        return vectors
+    vectors = vectors * batch["attention_mask"].unsqueeze(-1)
+    width = inner.config.token_context_width
+    convolved = torch.nn.functional.conv1d(vectors.transpose(1, 2), inner.token_context.weight, padding=width // 2)
+    return vectors + torch.nn.functional.gelu(convolved.transpose(1, 2) + inner.token_context.bias)
 
 
 def assert_scale(logits: torch.Tensor) -> None:
@@ -156,7 +162,7 @@ def test_training_gradients_are_those_of_the_weights(
 V1_CHECKPOINTS = Path(__file__).parent / "data" / "labelattn-v1"
 
 
-@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("backbone", ["embedding", "encoder"])  # the first version had no token context
 @torch.no_grad()
 def test_checkpoints_of_the_first_version_give_the_logits_they_gave(backbone):
     """Tiny checkpoints saved by the unfolded head of the first version (tests/data/labelattn-v1, made by its
@@ -215,7 +221,7 @@ def test_padding_changes_nothing(backbone, pooling, tokenizer):
     assert_scale(alone)
     padded = model(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
     torch.testing.assert_close(padded, alone, rtol=1e-5, atol=1e-5)
-    if backbone == "embedding":  # an encoder's positions move with left padding; a bag of embeddings has none
+    if backbone != "encoder":  # an encoder's positions move with left padding; the embedding backbone has none
         tokenizer.padding_side = "left"
         try:
             left = model(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
@@ -289,6 +295,8 @@ def test_loss_follows_the_problem_type(multi_label):
         (dict(backbone="encoder"), "backbone='encoder' needs an encoder_config"),
         (dict(problem_type="regression"), "problem_type='regression' is not supported"),
         (dict(attention_dropout=1.5), r"attention_dropout is a probability in \[0, 1\)"),
+        (dict(token_context_width=2), "token_context_width must be odd.*use 3"),
+        (dict(token_context_width=-1), "token_context_width must be 0 .no context. or a positive odd width"),
     ],
 )
 def test_bad_config_is_refused(kwargs, message):

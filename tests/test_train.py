@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -266,6 +267,7 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--weight-decay", "nan"], "--weight-decay must be a finite number, 0 or above"),
         (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
+        (["--token-context-width", "2"], "--token-context-width must be 0 (none) or an odd width such as 3, got 2"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],
@@ -397,3 +399,31 @@ def test_hundreds_of_classes_are_learnt_and_ranked(tmp_path):
     assert float(scores["precision-at-1"]) == pytest.approx(float(scores["accuracy"]))
     assert float(scores["recall-at-5"]) > 0.8  # chance is 5 / 200
     assert "precision-at-5" in (tmp_path / "model" / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [[], ["--no-freeze-embeddings", "--epochs", "5"], ["--freeze-embeddings", "--token-context-width", "0"]],
+)
+def test_the_recorded_command_gives_the_same_settings(options):
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    args = parser.parse_args(["--output-dir", "m", *options])
+    again = parser.parse_args(shlex.split(train_module.command_line(args))[2:])
+    assert vars(again) == vars(args)
+
+
+@pytest.mark.parametrize(
+    ("options", "frozen"),
+    [([], True), (["--no-freeze-embeddings"], False), (["--embeddings", "random"], False)],
+)
+def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    args = train_module.resolve_defaults(parser.parse_args(["--output-dir", "m", "--hidden-size", "32", *options]))
+    model = train_module.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
+    table = model.get_input_embeddings().weight
+    optimized = [p for group in train_module.optimizer_groups(model, args) for p in group["params"]]
+    assert table.requires_grad is not frozen
+    assert any(p is table for p in optimized) is not frozen
+    assert len(optimized) == sum(p.requires_grad for p in model.parameters())
