@@ -207,7 +207,7 @@ def check_numbers(args: argparse.Namespace) -> None:
     for name in AT_LEAST_ONE:
         if getattr(args, name) < 1:
             refuse(name, "at least 1")
-    if args.token_context_width < 0 or args.token_context_width % 2 == 0 and args.token_context_width:
+    if args.token_context_width < 0 or (args.token_context_width % 2 == 0 and args.token_context_width):
         refuse("token_context_width", "0 (none) or an odd width such as 3")
     for name in ABOVE_ZERO:
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
