@@ -1,5 +1,5 @@
 """The explainers on any transformers sequence classifier: one tiny random model per family, built from a config,
-with a tokenizer of its kind (WordPiece, byte-level BPE, Unigram/SentencePiece) trained here on a small corpus.
+with a tokenizer of its kind (WordPiece, byte-level BPE, Unigram/SentencePiece) built here from a small corpus.
 
 Nothing is downloaded. Weights get a realistic scale (as `conftest.make_model` does), so that logits differ by
 O(1) and tolerances mean something.
@@ -7,6 +7,7 @@ O(1) and tolerances mean something.
 
 import math
 import re
+from collections import Counter
 
 import pytest
 import regex
@@ -77,13 +78,64 @@ EXPECTED_READOUT = {"modernbert": "mean", "gpt2": "last", "llama": "last"}
 # --- tokenizers of the three kinds -------------------------------------------------------------------------
 
 
-def _trained(model, normalizer, pre_tokenizer, decoder, trainer) -> Tokenizer:
+def _assemble(model, specials: list[str], normalizer, pre_tokenizer, decoder) -> Tokenizer:
     tokenizer = Tokenizer(model)
+    tokenizer.add_special_tokens(specials)
     if normalizer is not None:
         tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer, tokenizer.decoder = pre_tokenizer, decoder
-    tokenizer.train_from_iterator(CORPUS * 3, trainer)
     return tokenizer
+
+
+def _corpus_words(normalizer, pre_tokenizer) -> Counter:
+    """How often each word of `CORPUS` occurs, as `normalizer` and `pre_tokenizer` cut it."""
+    return Counter(
+        word for line in CORPUS for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line))
+    )
+
+
+# The WordPiece and Unigram vocabularies are built here from the corpus, in sorted order, rather than trained:
+# their trainers learn a different vocabulary (WordPiece) or give different ids (Unigram) in every run, even in
+# one process and on one thread, because they number tokens in the order of a randomly seeded hash map. Byte-level
+# BPE training is reproducible: its 256 byte characters form a sorted initial alphabet, so ties between equally
+# frequent pairs break the same way in every run. `test_tokenizers_are_reproducible` holds all three to that.
+
+
+def _wordpiece(specials: list[str]) -> Tokenizer:
+    """WordPiece over every word of the corpus and every character, alone or as a `##` continuation: a word of the
+    corpus is one token, another word is cut greedily into the longest known pieces (`wrote`: `w ##r ##o ##t ##e`)."""
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = sorted(_corpus_words(normalizer, pre_tokenizer))
+    characters = sorted(set("".join(words)))
+    vocab = [*specials, *characters, *(f"##{c}" for c in characters), *(word for word in words if len(word) > 1)]
+    model = models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]")
+    return _assemble(model, specials, normalizer, pre_tokenizer, decoders.WordPiece())
+
+
+def _bpe(specials: list[str]) -> Tokenizer:
+    """Byte-level BPE trained on the corpus (reproducibly: see above)."""
+    pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer = _assemble(models.BPE(), specials, None, pre_tokenizer, decoders.ByteLevel())
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tokenizer.train_from_iterator(
+        CORPUS * 3, trainers.BpeTrainer(vocab_size=500, special_tokens=specials, initial_alphabet=alphabet)
+    )
+    return tokenizer
+
+
+def _unigram(specials: list[str]) -> Tokenizer:
+    """Unigram (SentencePiece) over the corpus words with their `▁`, punctuation marks and characters, each scored
+    by the log of its frequency: a word of the corpus is one piece, another word is spelled in characters."""
+    normalizer = normalizers.NFKC()
+    metaspace = {"replacement": "▁", "prepend_scheme": "always"}
+    pre_tokenizer = pre_tokenizers.Metaspace(**metaspace)
+    # Cut at punctuation too, so that the corpus's "zebra." gives the piece "▁zebra".
+    words = _corpus_words(normalizer, pre_tokenizers.Sequence([pre_tokenizer, pre_tokenizers.Punctuation()]))
+    pieces = words + Counter("".join(word * count for word, count in words.items()))
+    total = sum(pieces.values())
+    vocab = [(token, 0.0) for token in specials] + [(p, math.log(n / total)) for p, n in sorted(pieces.items())]
+    model = models.Unigram(vocab, unk_id=specials.index("<unk>"), byte_fallback=False)
+    return _assemble(model, specials, normalizer, pre_tokenizer, decoders.Metaspace(**metaspace))
 
 
 def _template(tokenizer: Tokenizer, single: str, pair: str, specials: list[str]) -> None:
@@ -98,16 +150,9 @@ def _wrap(tokenizer: Tokenizer, types: bool, **special_tokens) -> PreTrainedToke
 
 
 def build_tokenizer(kind: str) -> PreTrainedTokenizerFast:
-    """A fast tokenizer of `kind`, trained on `CORPUS`, with the special tokens of the models that use it."""
+    """A fast tokenizer of `kind`, with a vocabulary of `CORPUS` and the special tokens of the models that use it."""
     if kind.startswith("wordpiece"):
-        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tokenizer = _trained(
-            models.WordPiece(unk_token="[UNK]"),
-            normalizers.BertNormalizer(lowercase=True),
-            pre_tokenizers.BertPreTokenizer(),
-            decoders.WordPiece(),
-            trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials),
-        )
+        tokenizer = _wordpiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
         _template(tokenizer, "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1", ["[CLS]", "[SEP]"])
         return _wrap(
             tokenizer,
@@ -120,15 +165,7 @@ def build_tokenizer(kind: str) -> PreTrainedTokenizerFast:
         )
     if kind.startswith("bpe"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if kind == "bpe_roberta" else ["<|endoftext|>"]
-        tokenizer = _trained(
-            models.BPE(),
-            None,
-            pre_tokenizers.ByteLevel(add_prefix_space=False),
-            decoders.ByteLevel(),
-            trainers.BpeTrainer(
-                vocab_size=500, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-            ),
-        )
+        tokenizer = _bpe(specials)
         if kind == "bpe_roberta":
             tokenizer.post_processor = processors.RobertaProcessing(
                 ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")), trim_offsets=True
@@ -146,14 +183,7 @@ def build_tokenizer(kind: str) -> PreTrainedTokenizerFast:
         tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
         end = "<|endoftext|>"
         return _wrap(tokenizer, False, bos_token=end, eos_token=end, unk_token=end)
-    specials = ["<pad>", "<unk>", "<s>", "</s>", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer = _trained(
-        models.Unigram(),
-        normalizers.NFKC(),
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
-        decoders.Metaspace(replacement="▁", prepend_scheme="always"),
-        trainers.UnigramTrainer(vocab_size=300, special_tokens=specials, unk_token="<unk>"),
-    )
+    tokenizer = _unigram(["<pad>", "<unk>", "<s>", "</s>", "[CLS]", "[SEP]", "[MASK]"])
     if kind == "unigram_xlmr":
         _template(tokenizer, "<s> $A </s>", "<s> $A </s> </s> $B </s>", ["<s>", "</s>"])
         return _wrap(tokenizer, False, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
@@ -256,6 +286,17 @@ def assert_words_cover_the_text(exp) -> None:
         own = exp.word_segments[i] if exp.word_segments else 0
         assert start >= previous.get(own, 0)
         previous[own] = end
+
+
+@pytest.mark.parametrize("kind", sorted({kind for _, kind, _ in FAMILIES.values()}))
+def test_tokenizers_are_reproducible(kind):
+    """Built again, a tokenizer is the same (vocabulary, ids, merges, scores), so the models and planted-word runs
+    built on it are the same in every run; the planted word, a word of the corpus, is one token after a word."""
+    tokenizer = build_tokenizer(kind)
+    for _ in range(3):
+        assert build_tokenizer(kind).backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
+    last = tokenizer.tokenize(f"the {PLANTED_WORD}")[-1]
+    assert tokenizer.convert_tokens_to_string([last]).strip() == PLANTED_WORD, last
 
 
 # --- every family ------------------------------------------------------------------------------------------
@@ -451,9 +492,8 @@ def train_planted(family: str, tokenizer, pairs: bool = False, steps: int = 150)
 )
 def test_planted_word_is_found(family, pairs, tokenizers, request):
     """WordPiece, byte-level BPE and Unigram tokenizers, and a text pair whose second segment holds the word:
-    Integrated Gradients and SHAP rank the planted word first. The pair uses the fixed MiniLM WordPiece vocabulary:
-    a vocabulary trained in the test differs from run to run (the trainer breaks frequency ties at random), and
-    the pair case is about segments, not the tokenizer kind."""
+    Integrated Gradients and SHAP rank the planted word first. The pair uses the MiniLM WordPiece vocabulary: the
+    pair case is about segments, not the tokenizer kind."""
     tokenizer = request.getfixturevalue("tokenizer") if pairs else tokenizers(FAMILIES[family][1])
     model = train_planted(family, tokenizer, pairs=pairs)
     texts, labels = planted_texts(6, seed=5)
