@@ -41,9 +41,10 @@ class LabelAttnConfig(PretrainedConfig):
             `encoder_config` for an encoder.
         token_context_width (`int`, *optional*, defaults to 0):
             Width (odd, in tokens) of a residual convolution that gives every token vector of the `"embedding"`
-            backbone its neighbours before pooling, `x + GELU(conv(x))`: a bag of tokens cannot tell "how many"
-            from "many ... how". 0 reads the token vectors as they are (a pure bag of tokens); `labelattn train`
-            uses 3. Ignored for an encoder, which has its own context.
+            backbone its neighbours, `x + GELU(conv(x))`: a bag of tokens cannot tell "how many" from "many ...
+            how". Label attention's keys read the result (where each class looks) and its values the tokens' own
+            vectors (what the class vector is made of); mean pooling averages the result. 0 reads a pure bag of
+            tokens; `labelattn train` uses 3. Ignored for an encoder, which has its own context.
         pad_token_id (`int`, *optional*, defaults to 0):
             Id of the padding token; its row of the embedding table stays zero.
         max_seq_length (`int`, *optional*, defaults to 512):

@@ -131,15 +131,20 @@ class LabelAttention(nn.Module):
         attention_mask: torch.Tensor,
         output_attentions: bool = False,
         readout: nn.Linear | None = None,
+        value_states: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """
         Args:
-            hidden_states: token vectors `(batch, seq_len, hidden)`.
+            hidden_states: token vectors `(batch, seq_len, hidden)`, which the keys read (and the values, unless
+                `value_states` is given).
             attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding.
             output_attentions: form the weights `(batch, heads, num_labels, seq_len)`, weigh the values with them
                 and return them (also done in training when `attention_dropout` is set, to drop weights out).
             readout: a scoring layer `hidden -> 1`; when given, its score of every class vector is returned in
                 place of the vectors, computed with `readout` folded into `W_O`.
+            value_states: token vectors `(batch, seq_len, hidden)` that the values read, when they differ from the
+                keys' (the embedding backbone's token context steers where a class looks, and the class vector is
+                made of the tokens' own vectors, so that a weight is exactly one token's share of it).
 
         Returns:
             class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; and the
@@ -156,16 +161,17 @@ class LabelAttention(nn.Module):
         if readout is not None:  # w·(W_O c + b_O) = (w W_O)·c + w·b_O
             out_weight, out_bias = readout.weight @ out_weight, readout.weight @ out_bias  # (1, hidden), (1,)
 
+        tokens = (hidden_states, hidden_states if value_states is None else value_states)  # read by keys, values
         weights = None
         if output_attentions or (self.training and self.attention_dropout.p > 0):
-            context, weights = self._weigh_values(hidden_states, queries, is_token, visible)
+            context, weights = self._weigh_values(*tokens, queries, is_token, visible)
             pooled = nn.functional.linear(context, out_weight, out_bias)
         elif self._folds_projections(*hidden_states.shape[:2]):
-            pooled = self._folded(hidden_states, queries, visible, out_weight, out_bias)
+            pooled = self._folded(*tokens, queries, visible, out_weight, out_bias)
         elif readout is not None:
-            pooled = self._value_folded(hidden_states, queries, visible, out_weight, out_bias)
+            pooled = self._value_folded(*tokens, queries, visible, out_weight, out_bias)
         else:
-            pooled = self._fused(hidden_states, queries, visible, out_weight, out_bias)
+            pooled = self._fused(*tokens, queries, visible, out_weight, out_bias)
         if is_empty.any():  # (a test on the host: padding-only texts are rare, and the fill costs a pass)
             pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden or 1)
         if readout is not None:
@@ -173,11 +179,16 @@ class LabelAttention(nn.Module):
         return pooled, weights
 
     def _weigh_values(
-        self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
+        self,
+        hidden_states: torch.Tensor,
+        value_states: torch.Tensor,
+        queries: torch.Tensor,
+        is_token: torch.Tensor,
+        visible: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The weights `(batch, heads, labels, seq)` as a tensor, and the class contexts `(batch, labels, hidden)`."""
         keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
-        values = self._split_heads(self.value(hidden_states))
+        values = self._split_heads(self.value(value_states))
         scores = self._split_heads(queries) @ keys.transpose(-1, -2) / math.sqrt(self.head_size)
         weights = torch.softmax(scores.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
         weights = self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
@@ -196,6 +207,7 @@ class LabelAttention(nn.Module):
     def _folded(
         self,
         hidden_states: torch.Tensor,
+        value_states: torch.Tensor,
         queries: torch.Tensor,
         visible: torch.Tensor,
         out_weight: torch.Tensor,
@@ -219,7 +231,7 @@ class LabelAttention(nn.Module):
         key_bias_terms = (head_queries * self.key.bias.view(heads, head_size)).sum(-1).flatten()  # q_h·b_K,h
         scores = nn.functional.linear(hidden_states, folded_queries, key_bias_terms)  # (batch, seq, labels * heads)
         weights = torch.softmax(scores.masked_fill(~visible[:, :, None], float("-inf")), dim=1)
-        context = torch.bmm(weights.transpose(1, 2), hidden_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
+        context = torch.bmm(weights.transpose(1, 2), value_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
         context = context.view(-1, labels, heads, hidden)
         bias = out_bias + out_weight @ self.value.bias  # b_V passes the weighting unchanged, then the output map
         if outputs < hidden:  # a readout: W_V,h folds into its slice of the output map, one vector per head
@@ -231,6 +243,7 @@ class LabelAttention(nn.Module):
     def _value_folded(
         self,
         hidden_states: torch.Tensor,
+        value_states: torch.Tensor,
         queries: torch.Tensor,
         visible: torch.Tensor,
         out_weight: torch.Tensor,
@@ -247,7 +260,7 @@ class LabelAttention(nn.Module):
         head_readouts = out_weight.view(heads, head_size)  # u_h
         token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
         token_biases = (head_readouts * self.value.bias.view(heads, head_size)).sum(-1)
-        token_scores = nn.functional.linear(hidden_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
+        token_scores = nn.functional.linear(value_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
         # Every text's keys side by side, so that `Q K^T` is one product per head and block of classes.
         keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
         padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
@@ -262,6 +275,7 @@ class LabelAttention(nn.Module):
     def _fused(
         self,
         hidden_states: torch.Tensor,
+        value_states: torch.Tensor,
         queries: torch.Tensor,
         visible: torch.Tensor,
         out_weight: torch.Tensor,
@@ -269,7 +283,7 @@ class LabelAttention(nn.Module):
     ) -> torch.Tensor:
         """Outputs `(batch, labels, outputs)` from the fused kernel, one block of classes at a time."""
         keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
-        values = self._split_heads(self.value(hidden_states))
+        values = self._split_heads(self.value(value_states))
         batch_size, hidden = hidden_states.shape[0], hidden_states.shape[-1]
         block = max(1, self.block_elements // (batch_size * hidden))
         outputs = []
@@ -288,9 +302,11 @@ class LabelAttention(nn.Module):
 class TokenContext(nn.Conv1d):
     """A residual convolution over neighbouring token vectors, `x + GELU(conv(x))`, for the embedding backbone.
 
-    Every output position still belongs to one token, so word scores and Integrated Gradients' completeness over the
-    token embeddings are unchanged in kind. Padding is zeroed before the convolution, so that a text's vectors do not
-    depend on how much padding its batch has (nor on what vectors `inputs_embeds` put there).
+    Label attention's keys read these vectors and its values the tokens' own: the context decides where a class looks
+    ("many" after "how"), and a class vector is still a weighted sum of single tokens' vectors, so that its weights
+    keep saying which words it is made of. Mean pooling averages these vectors. Padding is zeroed before the
+    convolution, so that a text's vectors do not depend on how much padding its batch has (nor on what vectors
+    `inputs_embeds` put there).
     """
 
     def __init__(self, config: LabelAttnConfig):
@@ -488,13 +504,14 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             attentions, hidden_states = encoder_outputs.attentions, encoder_outputs.hidden_states
         else:
             tokens = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
-            if self.token_context is not None:
-                tokens = self.token_context(tokens, attention_mask)
-        tokens = self.dropout(tokens)
+        tokens = own_tokens = self.dropout(tokens)
+        if self.token_context is not None:
+            tokens = self.token_context(tokens, attention_mask)
 
         label_attentions = class_scores = None
         if self.label_attention is not None:
-            pooled, weights = self.label_attention(tokens, attention_mask, output_attentions, readout)
+            values_from = own_tokens if self.token_context is not None else None
+            pooled, weights = self.label_attention(tokens, attention_mask, output_attentions, readout, values_from)
             label_attentions = weights if output_attentions else None
             if readout is not None:
                 pooled, class_scores = None, pooled

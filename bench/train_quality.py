@@ -1,13 +1,14 @@
 """The default fast model against TF-IDF + LinearSVC: quality and training time on TREC and BBC News, in one run.
 
-    python bench/train_quality.py                          # both data sets, every --embeddings choice, both poolings
-    python bench/train_quality.py --data trec --embeddings model2vec --seeds 0 1 2
-    python bench/train_quality.py --throughput             # also training samples/s, label attention vs mean pooling
+    python bench/train_quality.py                            # both data sets, the default and the previous default
+    python bench/train_quality.py --data trec --variants default bag random --seeds 0 1 2
+    python bench/train_quality.py --throughput               # also training samples/s, label attention vs mean
+    python bench/train_quality.py --data --throughput        # the throughput alone
 
 For each data set (its fixed split, `labelattn.data.load_data`): TF-IDF (1-grams and 1-2-grams, sublinear tf) +
 LinearSVC fitted on the training split; then the embedding backbone trained by `labelattn train` itself (a
-subprocess, with the defaults but for `--data`, `--embeddings`, `--pooling`, `--seed`) into models/bench/, for every
-embeddings choice with label attention and mean pooling. Scores: accuracy and macro-F1 of the saved model on the test
+subprocess, with the defaults but for `--data`, `--pooling`, `--seed` and the variant's options, see VARIANTS) into
+models/bench/, with label attention and mean pooling. Scores: accuracy and macro-F1 of the saved model on the test
 split (a different seed per run is averaged); the differences with TF-IDF (1-2-grams) and between the poolings are
 printed. Training time: the wall-clock time of the whole `labelattn train` command (start-up, data, training,
 evaluation, saving), after the static vectors were prepared once (their preparation time is printed first).
@@ -30,10 +31,27 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from labelattn import train
 from labelattn.data import load_data
-from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, EMBEDDINGS, load_static_embeddings
+from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, load_static_embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 POOLINGS = ("label_attention", "mean")
+# The training steps timed against each other, interleaved (`labelattn train` options).
+THROUGHPUT_SYSTEMS = {
+    "label attention": [],
+    "label attention, classifier dropout 0.1": ["--classifier-dropout", "0.1"],
+    "mean pooling": ["--pooling", "mean"],
+}
+# Variants of the embedding backbone: `labelattn train` options added to the defaults.
+VARIANTS = {
+    "default": [],  # MiniLM's input vectors, 384 wide, frozen; a width-3 token context; no classifier dropout
+    "bag": [  # the previous default
+        *["--token-context-width", "0", "--hidden-size", "128", "--no-freeze-embeddings", "--classifier-dropout", "0.1"]
+    ],
+    "trained-table": ["--no-freeze-embeddings"],
+    "classifier-dropout": ["--classifier-dropout", "0.1"],  # the class vectors formed and dropped out
+    "random": ["--embeddings", "random", "--hidden-size", "128"],
+    "model2vec": ["--embeddings", "model2vec", "--hidden-size", "256"],
+}
 
 
 def scores(labels: list[int], predicted: list[int]) -> dict[str, float]:
@@ -65,10 +83,11 @@ def test_scores(folder: Path, data) -> dict[str, float]:
     return scores(list(data.splits["test"]["label"]), predicted)
 
 
-def train_and_score(data_name: str, data, embeddings: str, pooling: str, seed: int) -> tuple[dict[str, float], float]:
-    """Test scores of `labelattn train --data D --embeddings E --pooling P --seed S`, and its wall-clock seconds."""
-    folder = ROOT / "models" / "bench" / f"{data_name}-{embeddings}-{pooling}-{seed}"
-    options = ["--data", data_name, "--embeddings", embeddings, "--pooling", pooling, "--seed", str(seed)]
+def train_and_score(data_name: str, data, variant: str, pooling: str, seed: int) -> tuple[dict[str, float], float]:
+    """Test scores of `labelattn train --data D --pooling P --seed S <the variant's options>`, and its wall-clock
+    seconds."""
+    folder = ROOT / "models" / "bench" / f"{data_name}-{variant}-{pooling}-{seed}"
+    options = ["--data", data_name, "--pooling", pooling, "--seed", str(seed), *VARIANTS[variant]]
     command = [sys.executable, "-m", "labelattn.train", *options, "--output-dir", str(folder), "--overwrite"]
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -79,11 +98,11 @@ def mean_scores(runs: list[dict[str, float]]) -> dict[str, float]:
     return {name: statistics.mean(run[name] for run in runs) for name in runs[0]}
 
 
-def make_stepper(data, pooling: str, batches: list[dict]):
-    """A function running one training step of a fresh default model built exactly as `labelattn train` builds it."""
+def make_stepper(data, options: list[str], batches: list[dict]):
+    """A function running one training step of a fresh model built exactly as `labelattn train <options>` builds it."""
     parser = argparse.ArgumentParser()
     train.add_arguments(parser)
-    args = train.resolve_defaults(parser.parse_args(["--pooling", pooling]))
+    args = train.resolve_defaults(parser.parse_args(options))
     torch.manual_seed(0)
     model = train.build_model(args, data.label_names, False, 30522).train()
     optimizer = torch.optim.AdamW(train.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
@@ -102,8 +121,8 @@ def make_stepper(data, pooling: str, batches: list[dict]):
 
 
 def throughput(data, steps: int = 40, rounds: int = 5) -> dict[str, list[float]]:
-    """Training samples per second of the default model, label attention and mean pooling interleaved A, B, A, B
-    in one process so that both see the same load on a shared machine."""
+    """Training samples per second of the default model and its variants in THROUGHPUT_SYSTEMS, interleaved A, B,
+    C, A, B, C in one process so that all see the same load on a shared machine."""
     tokenizer = train.load_tokenizer("embedding")
     texts, labels = list(data.splits["train"]["text"]), list(data.splits["train"]["label"])
     batches = []
@@ -111,31 +130,31 @@ def throughput(data, steps: int = 40, rounds: int = 5) -> dict[str, list[float]]
         batch = tokenizer(texts[start : start + 32], padding=True, truncation=True, max_length=64, return_tensors="pt")
         batch.pop("token_type_ids")
         batches.append({**batch, "labels": torch.tensor(labels[start : start + 32])})
-    steppers = {pooling: make_stepper(data, pooling, batches) for pooling in POOLINGS}
+    steppers = {name: make_stepper(data, options, batches) for name, options in THROUGHPUT_SYSTEMS.items()}
     for step in steppers.values():  # warm-up: first-call allocations and kernel selection
         step()
-    rates = {pooling: [] for pooling in steppers}
+    rates = {name: [] for name in steppers}
     for _ in range(rounds):
-        for pooling, step in steppers.items():
+        for name, step in steppers.items():
             start, samples = time.perf_counter(), sum(step() for _ in range(steps))
-            rates[pooling].append(samples / (time.perf_counter() - start))
+            rates[name].append(samples / (time.perf_counter() - start))
     return rates
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", nargs="+", default=["trec", "bbc-news"], help="Built-in data sets to measure.")
-    parser.add_argument("--embeddings", nargs="+", choices=EMBEDDINGS, default=list(EMBEDDINGS))
+    parser.add_argument(
+        "--data", nargs="*", default=["trec", "bbc-news"], help="Built-in data sets to measure (none: throughput only)."
+    )
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["default", "bag"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="Training seeds; scores are averaged.")
     parser.add_argument("--throughput", action="store_true", help="Also measure training samples/s (TREC).")
     cli = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for kind in cli.embeddings:  # made once here, so that the training times below exclude it
-        if kind != "random":
-            static = load_static_embeddings(kind, 128)
-            state = "cached" if static.cached else "made now"
-            print(f"{kind} vectors: one-time preparation {static.seconds:.1f} s ({state}: {static.path})")
+    static = load_static_embeddings(DEFAULT_EMBEDDINGS, 384)  # made once here: the training times exclude it
+    state = "cached" if static.cached else "made now"
+    print(f"{DEFAULT_EMBEDDINGS} vectors: one-time preparation {static.seconds:.1f} s ({state}: {static.path})")
 
     rows, table = [], []
     for data_name in cli.data:
@@ -144,43 +163,47 @@ def main() -> None:
         rows.append((data_name, "TF-IDF (1-grams) + LinearSVC", tfidf_scores(data, (1, 1)), None))
         rows.append((data_name, "TF-IDF (1-2-grams) + LinearSVC", baseline, None))
         results = {}
-        for embeddings in cli.embeddings:
+        for variant in cli.variants:
             for pooling in POOLINGS:
-                runs = [train_and_score(data_name, data, embeddings, pooling, seed) for seed in cli.seeds]
-                results[embeddings, pooling] = mean_scores([run for run, _ in runs])
+                runs = [train_and_score(data_name, data, variant, pooling, seed) for seed in cli.seeds]
+                results[variant, pooling] = mean_scores([run for run, _ in runs])
                 seconds = statistics.median(seconds for _, seconds in runs)
-                default = " (default)" if embeddings == DEFAULT_EMBEDDINGS and pooling == POOLINGS[0] else ""
-                rows.append(
-                    (data_name, f"embedding, {embeddings}, {pooling}{default}", results[embeddings, pooling], seconds)
-                )
-                print(f"{rows[-1][0]} {rows[-1][1]}: {results[embeddings, pooling]}, {seconds:.0f} s", flush=True)
-        for embeddings in cli.embeddings:
-            attention, mean = results[embeddings, "label_attention"], results[embeddings, "mean"]
+                rows.append((data_name, f"embedding, {variant}, {pooling}", results[variant, pooling], seconds))
+                print(f"{rows[-1][0]} {rows[-1][1]}: {results[variant, pooling]}, {seconds:.0f} s", flush=True)
+        for variant in cli.variants:
+            attention, mean = results[variant, "label_attention"], results[variant, "mean"]
             differences = [
                 attention["accuracy"] - baseline["accuracy"],
                 attention["macro_f1"] - baseline["macro_f1"],
                 attention["accuracy"] - mean["accuracy"],
                 attention["macro_f1"] - mean["macro_f1"],
             ]
-            table.append(f"| {data_name} | {embeddings} | " + " | ".join(f"{d:+.4f}" for d in differences) + " |")
+            table.append(f"| {data_name} | {variant} | " + " | ".join(f"{d:+.4f}" for d in differences) + " |")
 
-    seeds = ", ".join(map(str, cli.seeds))
-    print(f"\nTest scores (mean over seeds {seeds}); time: wall-clock seconds of `labelattn train` (median)\n")
-    print("| data | model | accuracy | macro-F1 | train s |")
-    print("|---|---|---|---|---|")
-    for data_name, name, result, seconds in rows:
-        time_cell = f"{seconds:.0f}" if seconds is not None else ""
-        print(f"| {data_name} | {name} | {result['accuracy']:.4f} | {result['macro_f1']:.4f} | {time_cell} |")
-    print("\nLabel attention against TF-IDF (1-2-grams) + LinearSVC and against mean pooling (differences)\n")
-    print("| data | embeddings | accuracy − TF-IDF | macro-F1 − TF-IDF | accuracy − mean | macro-F1 − mean |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(table))
+    if rows:
+        seeds = ", ".join(map(str, cli.seeds))
+        print(f"\nTest scores (mean over seeds {seeds}); time: wall-clock seconds of `labelattn train` (median)")
+        print(
+            "Variants (options added to the defaults): "
+            + "; ".join(f"{v}: {' '.join(VARIANTS[v]) or '-'}" for v in cli.variants)
+            + "\n"
+        )
+        print("| data | model | accuracy | macro-F1 | train s |")
+        print("|---|---|---|---|---|")
+        for data_name, name, result, seconds in rows:
+            time_cell = f"{seconds:.0f}" if seconds is not None else ""
+            print(f"| {data_name} | {name} | {result['accuracy']:.4f} | {result['macro_f1']:.4f} | {time_cell} |")
+        print("\nLabel attention against TF-IDF (1-2-grams) + LinearSVC and against mean pooling (differences)\n")
+        print("| data | variant | accuracy − TF-IDF | macro-F1 − TF-IDF | accuracy − mean | macro-F1 − mean |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(table))
 
     if cli.throughput:
-        rates = throughput(load_data("trec"))
-        attention, mean = statistics.median(rates["label_attention"]), statistics.median(rates["mean"])
-        print("\n| label attention samples/s | mean pooling samples/s | ratio (median) |\n|---|---|---|")
-        print(f"| {attention:.0f} | {mean:.0f} | {attention / mean:.2f} |")
+        rates = {name: statistics.median(values) for name, values in throughput(load_data("trec")).items()}
+        print("\n| model (`labelattn train` options) | samples/s | against mean pooling |\n|---|---|---|")
+        for name, rate in rates.items():
+            options = " ".join(THROUGHPUT_SYSTEMS[name]) or "the defaults"
+            print(f"| {name} (`{options}`) | {rate:.0f} | {rate / rates['mean pooling']:.2f} |")
 
 
 if __name__ == "__main__":

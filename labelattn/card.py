@@ -27,15 +27,24 @@ POOLING_TEXT = {
     "mean": "mean pooling of the token vectors and a linear layer (the baseline of the label-attention head)",
 }
 BACKBONE_TEXT = {
-    "embedding": "a bag of token embeddings (fastText style, no contextual layer)",
+    "embedding": "token embeddings with no attention layer (fastText style)",
     "minilm": "the pretrained encoder all-MiniLM-L6-v2 (BERT, 6 layers, hidden size 384), fine-tuned",
 }
 # Where the embedding backbone's token table started (`labelattn train --embeddings`).
 EMBEDDINGS_TEXT = {
-    "minilm-input": "started from all-MiniLM-L6-v2's input embeddings (PCA to the model's width), then trained",
-    "model2vec": "started from Model2Vec vectors distilled from all-MiniLM-L6-v2, then trained",
-    "random": "trained from a random start",
+    "minilm-input": "all-MiniLM-L6-v2's input embeddings (PCA to the model's width)",
+    "model2vec": "Model2Vec vectors distilled from all-MiniLM-L6-v2",
+    "random": "random vectors",
 }
+
+
+def embedding_backbone_text(args: argparse.Namespace) -> str:
+    """How the embedding backbone was built and trained, from the run's settings (older runs lack the newer ones)."""
+    start = EMBEDDINGS_TEXT[getattr(args, "embeddings", "random")]
+    table = "kept frozen" if getattr(args, "freeze_embeddings", False) else "then trained"
+    width = getattr(args, "token_context_width", 0)
+    context = f"with a residual convolution over {width} neighbouring tokens" if width else "as a bag of tokens"
+    return f"{BACKBONE_TEXT['embedding']} starting from {start}, {table}, {context}"
 
 
 class CardError(ValueError):
@@ -95,7 +104,7 @@ def model_card(
     name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
     backbone = BACKBONE_TEXT.get(args.backbone, f"the pretrained encoder at `{args.backbone}`, fine-tuned")
     if args.backbone == "embedding":
-        backbone += ", " + EMBEDDINGS_TEXT[getattr(args, "embeddings", "random")]
+        backbone = embedding_backbone_text(args)
     record = data.split_record
     split_rows = "\n".join(
         f"| {split} | {record['sizes'][split]} | `{record['ids_sha256'][split]}` |" for split in record["sizes"]

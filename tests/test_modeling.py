@@ -28,13 +28,15 @@ def realistic(backbone: str, pooling: str = "label_attention", **kwargs) -> Labe
     return model
 
 
-def token_vectors(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
-    """The backbone's token vectors `(batch, seq_len, hidden)`, computed outside the model's pooling code."""
+def token_vectors(model: LabelAttnForSequenceClassification, batch: dict, context: bool = True) -> torch.Tensor:
+    """The backbone's token vectors `(batch, seq_len, hidden)`, computed outside the model's pooling code: with the
+    embedding backbone's token context (what mean pooling and label attention's keys read), or without it (what
+    label attention's values read)."""
     inner = model.labelattn
     if inner.encoder is not None:
         return inner.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     vectors = inner.embeddings(batch["input_ids"])
-    if inner.token_context is None:
+    if inner.token_context is None or not context:
         return vectors
     vectors = vectors * batch["attention_mask"].unsqueeze(-1)
     width = inner.config.token_context_width
@@ -71,8 +73,9 @@ def test_returned_weights_are_the_weights_used(backbone, tokenizer):
         handle.remove()
 
     assert torch.equal(out.label_attentions, replaced)
-    # By hand: classifier(W_O(A V)), heads split and joined explicitly.
-    values = attention.value(token_vectors(model, batch)).view(batch_size, seq_len, heads, -1).permute(0, 2, 1, 3)
+    # By hand: classifier(W_O(A V)), heads split and joined explicitly; V from the tokens' own vectors.
+    own = token_vectors(model, batch, context=False)
+    values = attention.value(own).view(batch_size, seq_len, heads, -1).permute(0, 2, 1, 3)
     context = (replaced @ values).permute(0, 2, 1, 3).reshape(batch_size, labels, -1)
     expected = model.classifier(attention.output(context)).squeeze(-1)
     assert_scale(expected)

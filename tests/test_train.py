@@ -267,6 +267,7 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--weight-decay", "nan"], "--weight-decay must be a finite number, 0 or above"),
         (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
+        (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),
         (["--token-context-width", "2"], "--token-context-width must be 0 (none) or an odd width such as 3, got 2"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
