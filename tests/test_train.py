@@ -189,6 +189,13 @@ def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
     assert "3 epochs of 9 steps" in result.stdout
 
 
+def train_parser() -> argparse.ArgumentParser:
+    """The parser of `labelattn train`, for tests that build its settings without running it."""
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    return parser
+
+
 def run_cli(*args) -> tuple[int, str]:
     import contextlib
     import io
@@ -220,8 +227,7 @@ def test_overwrite_replaces_the_whole_folder(tiny_csv, tmp_path):
 
 def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch):
     monkeypatch.chdir(tiny_csv.parent)
-    parser = argparse.ArgumentParser()
-    train_module.add_arguments(parser)
+    parser = train_parser()
     out = tmp_path / "run"
     first = train_module.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
     fake_checkpoint(out, 10)
@@ -407,8 +413,7 @@ def test_hundreds_of_classes_are_learnt_and_ranked(tmp_path):
     [[], ["--no-freeze-embeddings", "--epochs", "5"], ["--freeze-embeddings", "--token-context-width", "0"]],
 )
 def test_the_recorded_command_gives_the_same_settings(options):
-    parser = argparse.ArgumentParser()
-    train_module.add_arguments(parser)
+    parser = train_parser()
     args = parser.parse_args(["--output-dir", "m", *options])
     again = parser.parse_args(shlex.split(train_module.command_line(args))[2:])
     assert vars(again) == vars(args)
@@ -419,9 +424,8 @@ def test_the_recorded_command_gives_the_same_settings(options):
     [([], True), (["--no-freeze-embeddings"], False), (["--embeddings", "random"], False)],
 )
 def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
-    parser = argparse.ArgumentParser()
-    train_module.add_arguments(parser)
-    args = train_module.resolve_defaults(parser.parse_args(["--output-dir", "m", "--hidden-size", "32", *options]))
+    options = ["--output-dir", "m", "--hidden-size", "32", *options]
+    args = train_module.resolve_defaults(train_parser().parse_args(options))
     model = train_module.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
     table = model.get_input_embeddings().weight
     optimized = [p for group in train_module.optimizer_groups(model, args) for p in group["params"]]
