@@ -10,9 +10,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .base import METHODS, Explainer, predict_logits, probabilities
+from .checks import check_count, check_max_length
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
-from .models import baseline_token_id, check_finite_logits, is_pipeline, token_limit, unwrap
+from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .targets import Target
 from .words import TextInput, check_texts, tokenize
 
@@ -72,12 +73,9 @@ def predict(
     do it, in length-sorted batches. Raises `ExplainerError` for logits that are not finite."""
     model, tokenizer = unwrap(model, tokenizer)
     texts, _ = check_texts(texts)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ExplainerError(f"batch_size={batch_size!r}: give a number of texts, at least 1.")
-    limit = token_limit(model, tokenizer)
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
-        raise ExplainerError(f"max_length={max_length!r}: give a number of tokens, or None for {limit}.")
-    items = tokenize(tokenizer, texts, min(max_length or limit, limit))
+    check_count(batch_size, "batch_size", "texts")
+    pairs = any(isinstance(text, tuple) for text in texts)
+    items = tokenize(tokenizer, texts, check_max_length(max_length, model, tokenizer, pairs))
     logits = predict_logits(model, items, baseline_token_id(tokenizer), batch_size)
     check_finite_logits(logits)
     id2label = {int(k): v for k, v in model.config.id2label.items()}

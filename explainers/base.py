@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from .checks import check_count, check_max_length, check_target_choice
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
 from .models import (
@@ -22,7 +23,6 @@ from .models import (
     pads_left,
     pooling_ready,
     returns_attentions,
-    token_limit,
     unwrap,
 )
 from .targets import Target, resolve_targets
@@ -182,21 +182,6 @@ class Explainer:
         """Tokenized texts padded as the model takes them (on the left for decoder classifiers)."""
         return collate(items, self.baseline_id, self.device, left=pads_left(self.model))
 
-    def max_length(self, requested: int | None, pairs: bool = False) -> int:
-        """The most tokens of a text: `requested`, checked, or by default all that the model and tokenizer read."""
-        limit = token_limit(self.model, self.tokenizer)
-        if requested is None:
-            return limit
-        # The special tokens and at least one word (of each segment of a pair).
-        shortest = self.tokenizer.num_special_tokens_to_add(pair=pairs) + 1 + pairs
-        if isinstance(requested, bool) or not isinstance(requested, int) or not shortest <= requested <= limit:
-            raise ExplainerError(
-                f"max_length={requested!r}: give a number of tokens from {shortest} (the special tokens and one "
-                f"word{' of each segment' if pairs else ''}) to {limit} (the most this model reads), or None for "
-                f"{limit}."
-            )
-        return requested
-
     def explain(
         self,
         texts: TextInput | Sequence[TextInput],
@@ -224,20 +209,11 @@ class Explainer:
             options: the method's own options (see its `defaults`).
         """
         texts, single = check_texts(texts)
-        if targets not in (None, "all"):
-            raise ExplainerError(f"targets={targets!r}: the only value is 'all' (every class).")
-        if sum(x is not None for x in (target, targets, top_k)) > 1:
-            raise ExplainerError("Pass only one of target, targets='all' and top_k.")
-        num_labels = len(self.id2label)
-        if top_k is not None and (
-            isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= num_labels
-        ):
-            raise ExplainerError(f"top_k={top_k!r}: give a number of classes from 1 to {num_labels} (this model's).")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ExplainerError(f"batch_size={batch_size!r}: give a number of rows, at least 1.")
+        check_target_choice(target, targets, top_k, len(self.id2label))
+        check_count(batch_size, "batch_size", "rows")
         options = self.check_options(options)
         pairs = any(isinstance(text, tuple) for text in texts)
-        items = tokenize(self.tokenizer, texts, self.max_length(max_length, pairs))
+        items = tokenize(self.tokenizer, texts, check_max_length(max_length, self.model, self.tokenizer, pairs))
         with evaluating(self.model), pooling_ready(self.model):
             explanations = self._explain(items, target, targets == "all", top_k, batch_size, options)
         return explanations[0] if single else explanations

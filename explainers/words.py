@@ -48,6 +48,37 @@ class TokenizedText:
     word_segments: list[int] | None = None
 
 
+def text_problem(value: object) -> str | None:
+    """What makes `value` no text to classify, as the end of a sentence that names it ("is empty or only
+    whitespace"), or None for a text. The one rule of every entry point: explain, predict, the corpus commands,
+    the data loader and the Space."""
+    if value is None:
+        return "is missing"
+    if isinstance(value, bytes | bytearray):
+        return "is bytes, not str: decode it first (data.decode('utf-8'))"
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not a str"
+    if not value.strip():
+        return "is empty or only whitespace"
+    return None
+
+
+SEGMENT_NAMES = ("text", "second text")
+
+
+def input_problem(value: object) -> str | None:
+    """`text_problem` of a text or of each segment of a pair `(text, text_pair)`, naming the segment ("the second
+    text is empty or only whitespace"); None when every segment is a text."""
+    if isinstance(value, tuple) and len(value) != 2:
+        return f"is a tuple of {len(value)}: a text pair is (text, text_pair)"
+    segments = value if isinstance(value, tuple) else (value,)
+    for name, segment in zip(SEGMENT_NAMES, segments, strict=False):
+        problem = text_problem(segment)
+        if problem is not None:
+            return problem if len(segments) == 1 else f"has a {name} that {problem}"
+    return None
+
+
 def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     """`texts` as a list of str or `(str, str)` pairs, and whether one text (not a list) was given."""
     if isinstance(texts, str | tuple):
@@ -63,18 +94,9 @@ def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     if not texts:
         raise ExplainerInputError("No text to explain: pass a str, a pair or a non-empty list of them.")
     for i, text in enumerate(texts):
-        segments = text if isinstance(text, tuple) else (text,)
-        if isinstance(text, tuple) and len(text) != 2:
-            raise ExplainerInputError(f"Text {i} is a tuple of {len(text)}: a text pair is (text, text_pair).")
-        for segment in segments:
-            if isinstance(segment, bytes | bytearray):
-                raise ExplainerInputError(f"Text {i} is bytes, not str: decode it first (data.decode('utf-8')).")
-            if not isinstance(segment, str):
-                raise ExplainerInputError(
-                    f"Text {i} is a {type(segment).__name__}, not a str: pass a str, a pair or a list of them."
-                )
-            if not segment.strip():
-                raise ExplainerInputError(f"Text {i} is empty or only whitespace: there is nothing to explain.")
+        problem = input_problem(text)
+        if problem is not None:
+            raise ExplainerInputError(f"Text {i} {problem}: pass a str, a pair (text, text_pair) or a list of them.")
     return texts, single
 
 
