@@ -41,14 +41,71 @@ class DataSource:
 
 
 @dataclass
+class Hierarchy:
+    """The classes as the bottom level of a tree of coarser groups, e.g. ICD-10-CM's chapter > block > category.
+
+    `levels` names the levels from the top down, the classes' own level last: `["chapter", "block", "category"]`.
+    `ancestors[name]` gives each class's groups from the top down, one per upper level:
+    `ancestors["A00"] == ("A00-B99", "A00-A09")`. Every group has one parent (it is a tree), so a predicted class
+    implies its group at every level. `group_descriptions[level][group]` is a group's text where the data has one
+    (ICD-10-CM: `group_descriptions["block"]["A00-A09"] == "Intestinal infectious diseases"`).
+    """
+
+    levels: list[str]
+    ancestors: dict[str, tuple[str, ...]]
+    group_descriptions: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.levels) < 2 or len(set(self.levels)) != len(self.levels):
+            raise DataError(f"A hierarchy needs two or more distinct level names, not {self.levels}.")
+        parent: dict[tuple[int, str], str] = {}
+        for name, groups in self.ancestors.items():
+            if len(groups) != len(self.levels) - 1:
+                raise DataError(
+                    f"Class {name!r} has {len(groups)} ancestors {list(groups)}; the levels {self.levels} need "
+                    f"{len(self.levels) - 1}: give every class a group at every upper level."
+                )
+            for depth in range(1, len(groups)):
+                known = parent.setdefault((depth, groups[depth]), groups[depth - 1])
+                if known != groups[depth - 1]:
+                    raise DataError(
+                        f"The group {groups[depth]!r} (level {self.levels[depth]!r}) lies under both {known!r} and "
+                        f"{groups[depth - 1]!r} (level {self.levels[depth - 1]!r}): a group has one parent."
+                    )
+
+    def names(self, level: str) -> list[str]:
+        """The groups at `level` (or the classes, at the last level), in natural order."""
+        depth = self.levels.index(level)
+        if depth == len(self.levels) - 1:
+            return sorted(self.ancestors, key=_natural_key)
+        return sorted({groups[depth] for groups in self.ancestors.values()}, key=_natural_key)
+
+    def path(self, name: str) -> tuple[str, ...]:
+        """A class with its groups, from the top down: `("A00-B99", "A00-A09", "A00")`."""
+        return (*self.ancestors[name], name)
+
+    def level_indices(self, label_names: list[str], level: str) -> list[int]:
+        """For each class index, the index of its group at `level` in `names(level)`: what turns predicted or
+        true class indices into those of an upper level (`numpy.asarray(map)[predictions]`)."""
+        depth = self.levels.index(level)
+        index = {name: i for i, name in enumerate(self.names(level))}
+        return [index[self.path(name)[depth]] for name in label_names]
+
+
+@dataclass
 class LabelledData:
-    """Train/validation/test splits with integer labels, the class names, and the data's provenance."""
+    """Train/validation/test splits with integer labels, the class names, and the data's provenance.
+
+    `hierarchy` (or None) places the classes under coarser groups; `descriptions` (or None) maps a class name to
+    its text (an official description, a definition); a class without one is absent from it."""
 
     splits: datasets.DatasetDict
     label_names: list[str]
     multi_label: bool
     source: DataSource
     split_record: dict = field(default_factory=dict)
+    hierarchy: Hierarchy | None = None
+    descriptions: dict[str, str] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- raw rows
