@@ -726,3 +726,13 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     if not texts:
         raise DataError(f"{data} holds no rows.")
     return texts
+
+
+def __getattr__(name: str):
+    """`labelattn.data.BUILTIN` for the callers written before the built-in data sets moved to `builtin_data`
+    (`labelattn/predict.py`, `bench/corpus_throughput.py`): import it from there."""
+    if name == "BUILTIN":
+        from labelattn.builtin_data import BUILTIN
+
+        return BUILTIN
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

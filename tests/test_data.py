@@ -1,6 +1,7 @@
 """Data loading: the built-in data sets and their fixed split, user files, every bad-input error, the metrics."""
 
 import argparse
+import codecs
 import json
 import re
 from collections import Counter
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 
-from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_texts
+from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_table, load_texts
 from labelattn.train import METRICS_DIR, add_arguments
 
 
@@ -178,6 +179,43 @@ def test_label_unseen_in_training_is_named(tmp_path):
         load_data(train, test=test)
 
 
+def test_an_unseen_label_among_many_classes_gives_a_short_message(tmp_path):
+    train = write(tmp_path / "train.csv", "text,label\n" + "".join(f"t{i},class{i % 1500}\n" for i in range(3000)))
+    test = write(tmp_path / "test.csv", "text,label\nfine,class7\nnew,classX\n")
+    with pytest.raises(DataError) as error:
+        load_data(train, test=test)
+    message = str(error.value)
+    assert "label 'classX' never occurs" in message and "1,500 in all" in message
+    assert len(message) < 400 and message.count("'class") <= 6  # the unseen label and five of the 1,500
+
+
+def test_csv_and_jsonl_with_a_utf8_byte_order_mark_are_read(tmp_path):
+    """Excel saves CSV as UTF-8 with a byte order mark; without utf-8-sig the first column is named "\ufeffid"."""
+    rows = "".join(f"{i},text {i},{'ab'[i % 2]}\n" for i in range(20))
+    csv_path = tmp_path / "excel.csv"
+    csv_path.write_bytes(codecs.BOM_UTF8 + f"id,text,label\n{rows}".encode())
+    data = load_data(str(csv_path))
+    assert data.label_names == ["a", "b"] and sum(data.split_record["sizes"].values()) == 20
+    assert load_texts(str(csv_path))[:2] == ["text 0", "text 1"]
+    table, _ = load_table(csv_path)
+    assert table.column_names == ["id", "text", "label"]
+    jsonl_path = tmp_path / "bom.jsonl"
+    jsonl_path.write_bytes(codecs.BOM_UTF8 + "".join(json.dumps(r) + "\n" for r in two_classes(20)).encode())
+    assert load_data(str(jsonl_path)).label_names == ["a", "b"]
+
+
+def test_a_jsonl_column_of_mixed_types_is_read_as_given(tmp_path):
+    """One number among the texts (and a dict among numbers): every value comes back as written, none quoted."""
+    rows = [{"id": i, "text": f"Who released worm {i}?", "n": i} for i in range(60)]
+    rows[0]["n"] = {"a": 1}
+    rows.append({"id": 60, "text": 1984, "n": 1})
+    table, _ = load_table(Path(write_jsonl(tmp_path / "x.jsonl", rows)))
+    assert table["text"][:] == [row["text"] for row in rows]
+    assert table["n"][:] == [row["n"] for row in rows]
+    with pytest.raises(DataError, match=r"x.jsonl, line 61: the text is not a string \(1984, of type int\)"):
+        load_texts(str(tmp_path / "x.jsonl"))
+
+
 def test_missing_file_and_unknown_type(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_data(str(tmp_path / "nothing.csv"))
@@ -239,35 +277,68 @@ def test_files_with_no_rows_say_so(tmp_path):
         load_data(write(tmp_path / "data.jsonl", "\n"))
 
 
-def test_a_class_too_small_to_split_is_named(tmp_path):
-    rows = [*two_classes(), {"text": "the only c", "label": "c"}]
-    with pytest.raises(DataError, match="class 'c' has only 1 row left to split"):
-        load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+def test_a_class_too_small_to_split_stays_in_training(tmp_path):
+    rows = [*two_classes(), {"text": "the only c", "label": "c"}, {"text": "one d", "label": "d"}]
+    rows += [{"text": "another d", "label": "d"}, *({"text": f"e number {i}", "label": "e"} for i in range(3))]
+    data = load_data(write_jsonl(tmp_path / "data.jsonl", rows))
+    assert data.label_names == ["a", "b", "c", "d", "e"]
+    assert data.split_record["train_only_classes"] == ["c", "d"]  # under 3 rows; e has 3
+    train = Counter(data.label_names[i] for i in data.splits["train"]["label"])
+    assert train["c"] == 1 and train["d"] == 2
+    held_out = {data.label_names[i] for split in ("validation", "test") for i in data.splits[split]["label"]}
+    assert not held_out & {"c", "d"}
+    assert sum(data.split_record["sizes"].values()) == len(rows)  # nothing dropped
 
 
-def published_split_hashes() -> dict[str, dict[str, str]]:
-    """The ids hashes docs/training.md publishes for each built-in data set: {name: {split: hash}}."""
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
-    published = {}
-    for name in ("trec", "bbc-news"):
-        row = next(line for line in docs.splitlines() if line.startswith(f"| {name} | "))
-        published[name] = dict(zip(SPLITS, re.findall(r"`([0-9a-f]{16})`", row), strict=True))
-    return published
+def test_a_random_multi_label_split_leaves_no_class_untrained(tmp_path):
+    """60 classes of 3 rows each: a random split holds all three rows of some class out for some seed; one of them
+    then goes back to training, so that every class the model is scored on was trained."""
+    rows = [{"text": f"row {i}", "label": ["common", f"c{i // 3}"]} for i in range(180)]
+    path = write_jsonl(tmp_path / "multi.jsonl", rows)
+    returned = []
+    for seed in range(10):  # seeds 6 and 8 hold out all three rows of class c15
+        data = load_data(path, seed=seed)
+        trained = {c for labels in data.splits["train"]["label"] for c in labels}
+        for split in ("validation", "test"):
+            assert {c for labels in data.splits[split]["label"] for c in labels} <= trained
+        assert sum(data.split_record["sizes"].values()) == 180
+        returned += data.split_record["returned_to_train"]
+    assert returned  # the case arose, so the rule was exercised
 
 
-@pytest.mark.parametrize("name", ["trec", "bbc-news"])
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PUBLISHED_IN = {"trec": "training.md", "bbc-news": "training.md", "trec-fine": "many-classes.md"}
+
+
+def published_split_hashes(name: str) -> dict[str, str]:
+    """The ids hashes docs/ publishes for a built-in data set (the table row starting `| name |`): {split: hash}."""
+    lines = (DOCS / PUBLISHED_IN.get(name, "many-classes.md")).read_text().splitlines()
+    row = next(line for line in lines if line.startswith(f"| {name} | "))
+    return dict(zip(SPLITS, re.findall(r"`([0-9a-f]{16})`", row), strict=True))
+
+
+@pytest.mark.parametrize("name", ["trec", "bbc-news", "trec-fine"])
 def test_the_split_is_the_published_one(name, trec):
-    """Pins the split seed of the data module and of `labelattn train`: every model card publishes these hashes."""
+    """Pins the split seed of the data module and of `labelattn train`: every model card publishes these hashes.
+    (icd10-cm's is held in tests/test_builtin_data.py.)"""
     data = trec if name == "trec" else load_data(name)
-    assert data.split_record["ids_sha256"] == published_split_hashes()[name]
+    assert data.split_record["ids_sha256"] == published_split_hashes(name)
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert parser.parse_args([]).split_seed == data.split_record["seed"] == SPLIT_SEED
 
 
-def test_too_few_rows_for_a_stratified_split(tmp_path):
-    with pytest.raises(DataError, match="Cannot hold out a stratified"):
-        load_data(write(tmp_path / "data.csv", "text,label\na,x\nb,y\nc,x\nd,y\n"))
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ("a,x\nb,y\nc,x\nd,y\n", "too few rows: 10% of them rounds to 0"),
+        ("".join(f"t{i},c{i // 2}\n" for i in range(20)), "only 0 rows belong to classes with 3 or more"),
+    ],
+)
+def test_too_few_rows_for_a_stratified_split(tmp_path, rows, reason):
+    with pytest.raises(DataError, match="Cannot hold out a stratified test split") as error:
+        load_data(write(tmp_path / "data.csv", "text,label\n" + rows))
+    assert reason in str(error.value) and "--test-data" in str(error.value)
 
 
 def test_shipped_metrics_load_offline_and_agree_with_scikit_learn():
