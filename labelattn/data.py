@@ -318,10 +318,10 @@ def _label_paths(raw: dict[str, RawSplit], separator: str) -> dict[str, tuple[st
     return ancestors
 
 
-def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str, str]]:
+def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str, str] | None]:
     """A label file: one row per class or group, with the column `label` and a `parent` column (empty for a group
-    at the top), a `description` column or both. The parent of each name (None without a parent column) and the
-    descriptions."""
+    at the top), a `description` column or both. The parent of each name and the descriptions (each None without
+    its column)."""
     table, row_name = load_table(Path(path))
     if isinstance(table, datasets.DatasetDict):
         raise DataError(f"{path} holds the splits {list(table)}: a label file is one table.")
@@ -337,9 +337,9 @@ def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str,
     row_of: dict[str, str] = {}
     for i, (label, parent, description) in enumerate(
         zip(
-            table["label"],
-            table["parent"] if "parent" in columns else empty,
-            table["description"] if "description" in columns else empty,
+            table["label"][:],
+            table["parent"][:] if "parent" in columns else empty,
+            table["description"][:] if "description" in columns else empty,
             strict=True,
         )
     ):
@@ -360,7 +360,7 @@ def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str,
             raise DataError(f"{where}: the description {description!r} is not a string.")
         if description is not None and description.strip():
             descriptions[name] = description.strip()
-    return (parents if "parent" in columns else None), descriptions
+    return (parents if "parent" in columns else None), (descriptions if "description" in columns else None)
 
 
 def _ancestors_from_parents(parents: dict[str, str | None], names: list[str], origin: str) -> dict[str, tuple]:
@@ -660,52 +660,59 @@ def load_data(
     """
     builtin = _builtin(data)
     if builtin is not None:
-        given = [
-            o
-            for o, v in [
-                ("--validation-data/--test-data", validation or test),
-                ("--hierarchy-separator", hierarchy_separator),
-                ("--label-file", label_file),
-                ("--hierarchy-levels", hierarchy_levels),
-            ]
-            if v
-        ]
-        if given:
+        options = {
+            "--validation-data/--test-data": validation or test,
+            "--hierarchy-separator": hierarchy_separator,
+            "--label-file": label_file,
+            "--hierarchy-levels": hierarchy_levels,
+        }
+        if any(options.values()):
             raise DataError(
-                f"The built-in data set {data!r} has its own fixed split and classes; drop {', '.join(given)}."
+                f"The built-in data set {data!r} has its own fixed split and classes; drop "
+                f"{', '.join(option for option, value in options.items() if value)}."
             )
         raw = {"train": builtin.read()}
-        hierarchy, descriptions = builtin.classes()
-        return build_splits(raw, _check(raw, False), builtin.source, False, seed, hierarchy, descriptions)
+        return build_splits(raw, _check(raw, False), builtin.source, False, seed, *builtin.classes())
     if hierarchy_separator and hierarchy_separator == label_separator:
         raise DataError(f"The label separator and the hierarchy separator are both {label_separator!r}: pick two.")
     given = {"train": data, "validation": validation, "test": test}
     raw = _read_files({k: v for k, v in given.items() if v}, text_column, label_column, label_separator)
     multi_label = _is_multi_label(raw)
-    ancestors = _label_paths(raw, hierarchy_separator) if hierarchy_separator else None
+    paths = _label_paths(raw, hierarchy_separator) if hierarchy_separator else None
     names = _check(raw, multi_label)
-    parents, described = _read_label_file(label_file) if label_file else (None, {})
-    if parents is not None and ancestors is not None:
-        raise DataError(
-            f"The groups come twice: from the labels (hierarchy separator {hierarchy_separator!r}) and from the "
-            f"parent column of {label_file}: give them one way."
-        )
-    hierarchy = None
-    if parents is not None:
-        hierarchy = _hierarchy(
-            _ancestors_from_parents(parents, names, label_file), hierarchy_levels, described, label_file
-        )
-    elif ancestors is not None:
-        origin = f"the labels of {data}"
-        hierarchy = _hierarchy({n: ancestors[n] for n in names}, hierarchy_levels, described, origin)
-    elif hierarchy_levels:
-        raise DataError(
-            "Hierarchy levels are named, but the data has no hierarchy: pass a hierarchy separator or a "
-            "label file with a parent column."
-        )
+    hierarchy, descriptions = _classes(names, paths, f"the labels of {data}", label_file, hierarchy_levels)
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
-    return build_splits(raw, names, source, multi_label, seed, hierarchy, described if label_file else None)
+    return build_splits(raw, names, source, multi_label, seed, hierarchy, descriptions)
+
+
+def _classes(
+    names: list[str],
+    paths: dict[str, tuple[str, ...]] | None,
+    paths_origin: str,
+    label_file: str | None,
+    levels: list[str] | None,
+) -> tuple[Hierarchy | None, dict[str, str] | None]:
+    """The hierarchy and descriptions of a user's classes: from the groups written in the labels (`paths`) or
+    the label file's parents, and from its descriptions."""
+    parents, descriptions = _read_label_file(label_file) if label_file else (None, None)
+    if parents is not None and paths is not None:
+        raise DataError(
+            f"The groups come twice: from the labels (a hierarchy separator) and from the parent column of "
+            f"{label_file}: give them one way."
+        )
+    if parents is not None:
+        ancestors, origin = _ancestors_from_parents(parents, names, label_file), label_file
+    elif paths is not None:
+        ancestors, origin = {name: paths[name] for name in names}, paths_origin
+    elif levels:
+        raise DataError(
+            "Hierarchy levels are named, but the data has no hierarchy: pass a hierarchy separator or a label file "
+            "with a parent column."
+        )
+    else:
+        return None, descriptions
+    return _hierarchy(ancestors, levels, descriptions or {}, origin), descriptions
 
 
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:

@@ -132,6 +132,7 @@ def test_a_parent_without_a_row_is_a_group_at_the_top(tmp_path):
     labels = write(tmp_path / "labels.csv", "label,parent\n" + "".join(f"{n},{b}\n" for n, (_, b) in TREE.items()))
     data = load_data(write(tmp_path / "data.csv", flat_rows()), label_file=labels)
     assert data.hierarchy.levels == ["level 1", "level 2"] and data.hierarchy.ancestors["c3"] == ("I.b",)
+    assert data.descriptions is None  # the file has no description column
 
 
 @pytest.mark.parametrize(
