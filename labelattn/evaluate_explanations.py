@@ -445,7 +445,7 @@ def markdown(results: dict[str, Any]) -> str:
         parts += [
             f"## Plausibility against the human rationales of `{results['rationale_column']}`",
             "",
-            f"The top {options['rationale_top_k']} words of each text (the mean rationale size, unless "
+            f"The top k = {options['rationale_top_k']} words of each text (the mean rationale size, unless "
             f"--rationale-top-k) against its rationale (soft values ≥ {options['rationale_threshold']} count); a text "
             "without a rationale word is left out, and AUPRC also leaves out the texts whose every word is in it.",
             "",

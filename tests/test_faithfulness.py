@@ -432,7 +432,7 @@ def test_the_command_measures_plausibility_against_a_rationale_column(saved_plan
         assert marked == [len(r) for r in planted_rationales(texts)]
     assert rows["random"]["auprc"] < 1.0
     table = (tmp_path / "out" / "results.md").read_text()
-    assert "## Plausibility against the human rationales of `rationale`" in table and "The top 1 words" in table
+    assert "## Plausibility against the human rationales of `rationale`" in table and "The top k = 1 words" in table
     assert "| random (baseline) | " in table.split("## Plausibility")[1]
     # Without the column, the same command gives no plausibility at all.
     assert cli.main(command(saved_planted, data, tmp_path / "plain", 12)) == 0
