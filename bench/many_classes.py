@@ -25,7 +25,8 @@ level of the data's hierarchy (a predicted class implies its groups). The top 5 
 5 best classes: the shipped metric wants every class's score as Python lists, 16 million floats at ICD-10-CM's size.
 Training seconds are wall-clock; prediction rows/s time the whole test split (tokenising included), top 5 asked.
 `--repeats N` runs the systems N times, interleaved (A, B, A, B), and reports the median times; scores come from the
-first round (every system here is deterministic but the autotuned fastText, whose search is timed). The CPU is shared: expect noise in the times, not in the scores.
+first round (every system here is deterministic but the autotuned fastText, whose search is timed). The CPU is
+shared: expect noise in the times, not in the scores.
 """
 
 import argparse
