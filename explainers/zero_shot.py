@@ -49,7 +49,7 @@ from .errors import ExplainerInputError, MethodError
 from .explanation import Explanation
 from .models import baseline_token_id, is_pipeline, pads_left, pooling_ready, token_limit, unwrap
 from .targets import Target
-from .words import check_texts, text_problem
+from .words import check_texts, text_problem, tokenize
 
 DEFAULT_TEMPLATE = "This example is {}."  # the pipeline's default
 # Options of `explain` that make it explain a zero-shot classifier (for `explain(pipeline, None, text, ...)`).
@@ -206,9 +206,9 @@ class ZeroShotClassifier(nn.Module):
         self.pads_left = pads_left(model)
         # The pipeline passes the tokenizer's model inputs only: token types when the tokenizer's model takes them.
         self.uses_token_types = "token_type_ids" in tokenizer.model_input_names
-        tails = self._set_layout(tokenizer, hypotheses, next(model.parameters()).device)
-        text_limit = token_limit(model, tokenizer) - max(map(len, tails)) + len(self.end)
-        if text_limit <= len(self.head) + len(self.end):
+        longest_tail = self._set_layout(tokenizer, hypotheses, next(model.parameters()).device)
+        text_limit = token_limit(model, tokenizer) - longest_tail + self.end_ids.numel()
+        if text_limit <= self.head_ids.numel() + self.end_ids.numel():
             raise ExplainerInputError(
                 f"The hypotheses leave no room for a text in the {token_limit(model, tokenizer)} tokens the model "
                 "reads: shorten hypothesis_template or the labels."
@@ -232,36 +232,34 @@ class ZeroShotClassifier(nn.Module):
     def get_input_embeddings(self) -> nn.Module:
         return self.text_embeddings
 
-    def _set_layout(
-        self, tokenizer: PreTrainedTokenizerBase, hypotheses: list[str], device: torch.device
-    ) -> list[list[int]]:
-        """Read from the tokenizer, on `PROBE`, the special tokens around a text alone (`head`, `end`) and what follows
-        the text in each pair (`tails`); check that a pair starts with the text's own tokens. Returns the tails."""
-        single = tokenizer(PROBE)
-        pairs = tokenizer([PROBE] * len(hypotheses), hypotheses)
-        segments = single.sequence_ids(0)
-        first, last = segments.index(0), len(segments) - segments[::-1].index(0)
-        ids = single["input_ids"]
-        types = single.get("token_type_ids") or [0] * len(ids)
+    def _set_layout(self, tokenizer: PreTrainedTokenizerBase, hypotheses: list[str], device: torch.device) -> int:
+        """Read from the tokenizer, on `PROBE`, the special tokens around a text alone (`head_ids`, `end_ids`) and
+        what follows the text's words in each pair (the tails: the pair's separator, the hypothesis, its special
+        tokens), after checking that a pair starts with the tokens of the text alone. Returns the longest tail."""
+        limit = token_limit(self.model, tokenizer)
+        (single,) = tokenize(tokenizer, [PROBE], limit)
+        pairs = tokenize(tokenizer, [(PROBE, hypothesis) for hypothesis in hypotheses], limit)
+        words = [t for t, w in enumerate(single.word_index) if w >= 0]
+        first, last = words[0], words[-1] + 1
+        types = single.token_type_ids or [0] * len(single.input_ids)
         tails, tail_types = [], []
-        for row in range(len(hypotheses)):
-            pair_ids = pairs["input_ids"][row]
-            pair_types = pairs["token_type_ids"][row] if "token_type_ids" in pairs else [0] * len(pair_ids)
-            if pair_ids[:last] != ids[:last] or pair_types[:last] != types[:last]:
+        for pair in pairs:
+            pair_types = pair.token_type_ids or [0] * len(pair.input_ids)
+            if pair.input_ids[:last] != single.input_ids[:last] or pair_types[:last] != types[:last]:
                 raise MethodError(
                     f"{type(tokenizer).__name__} does not start the pair (text, hypothesis) with the tokens of the "
                     "text alone, which a zero-shot classifier needs (it appends each hypothesis to the text's tokens)."
                 )
-            tails.append(pair_ids[last:])
+            tails.append(pair.input_ids[last:])
             tail_types.append(pair_types[last:])
-        self.head, self.end = ids[:first], ids[last:]
         pad = baseline_token_id(tokenizer)
+        end = single.input_ids[last:]
         lengths = torch.tensor([len(tail) for tail in tails], device=device)
         buffers = {
-            "head_ids": torch.tensor(self.head, dtype=torch.long, device=device),
-            "end_ids": torch.tensor(self.end, dtype=torch.long, device=device),
+            "head_ids": torch.tensor(single.input_ids[:first], dtype=torch.long, device=device),
+            "end_ids": torch.tensor(end, dtype=torch.long, device=device),
             # Separators of a second segment, which a single text never holds between its special tokens.
-            "separator_ids": torch.tensor(sorted(set(self.end) - {pad}), dtype=torch.long, device=device),
+            "separator_ids": torch.tensor(sorted(set(end) - {pad}), dtype=torch.long, device=device),
             # Every label's tail, then one padding token.
             "tail_ids": torch.tensor([t for tail in tails for t in tail] + [pad], dtype=torch.long, device=device),
             "tail_types": torch.tensor([t for types in tail_types for t in types] + [0], device=device),
@@ -270,7 +268,7 @@ class ZeroShotClassifier(nn.Module):
         }
         for name, value in buffers.items():
             self.register_buffer(name, value, persistent=False)
-        return tails
+        return int(lengths.max())
 
     def forward(
         self,
@@ -299,7 +297,7 @@ class ZeroShotClassifier(nn.Module):
         real = attention_mask.sum(-1)  # (batch,)
         start = (attention_mask.cumsum(-1) == 0).sum(-1)  # the padding before each text
         self._check_single_texts(input_ids, start, real)
-        index, pair_mask = self._pair_columns(start, real - len(self.end), width)
+        index, pair_mask = self._pair_columns(start, real - self.end_ids.numel(), width)
         # The text's tokens through the hooked layer, the hypotheses' through the NLI model's own.
         text_embeddings = self.text_embeddings(input_ids)
         tail_embeddings = self.model.get_input_embeddings()(self.tail_ids).expand(batch, -1, -1)
@@ -313,7 +311,9 @@ class ZeroShotClassifier(nn.Module):
         if self.pads_left:
             inputs["position_ids"] = (pair_mask.cumsum(-1) - 1).clamp(min=0)
         try:
-            nli_logits = self.model(**inputs).logits
+            # A decoder without a padding token takes batches only within `pooling_ready` (see explainers.models).
+            with pooling_ready(self.model):
+                nli_logits = self.model(**inputs).logits
         except NotImplementedError as error:
             raise MethodError(
                 f"{type(self.model).__name__} cannot run on input embeddings ({error}), which explaining the text of "
@@ -348,7 +348,7 @@ class ZeroShotClassifier(nn.Module):
     def _check_single_texts(self, input_ids: torch.Tensor, start: torch.Tensor, real: torch.Tensor) -> None:
         """Refuse rows that are not one text as `tokenizer(text)` encodes it: the special tokens of a text alone at its
         two ends, and no separator of a second segment between them."""
-        head, end = len(self.head), len(self.end)
+        head, end = self.head_ids.numel(), self.end_ids.numel()
         ok = bool((real >= head + end).all())
         if ok:
             first = start[:, None] + torch.arange(head, device=start.device)

@@ -7,7 +7,8 @@ import random
 import pytest
 import torch
 from conftest import FILLER, tiny_encoder_config
-from transformers import BertForSequenceClassification, GPT2Config, GPT2ForSequenceClassification, pipeline
+from test_any_classifier import FAMILIES, build_model, build_tokenizer
+from transformers import BertForSequenceClassification, pipeline
 
 from explainers import ExplainerInputError, MethodError, explain, predict
 from explainers.faithfulness import evaluate_faithfulness
@@ -285,35 +286,29 @@ def test_texts_padded_on_either_side_give_the_same_logits(zero_shot, tokenizer):
     torch.testing.assert_close(left.logits, right.logits, rtol=0, atol=1e-5)
 
 
-def test_a_decoder_nli_model_gives_the_pipelines_scores(tokenizer):
-    """A decoder NLI model (GPT-2, random weights of a realistic scale) reads the last token: its pairs are padded
-    on the left, with positions counted from each pair's first token, and give the pipeline's unpadded scores."""
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=tokenizer.vocab_size,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        n_positions=128,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        id2label=dict(enumerate(NLI_LABELS)),
-        label2id={name: i for i, name in enumerate(NLI_LABELS)},
-    )
-    model = GPT2ForSequenceClassification(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() > 1:
-                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
-    decoder = pipeline("zero-shot-classification", model=model, tokenizer=tokenizer)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_gives_the_pipelines_scores(family):
+    """NLI models of every family the explainers cover (random weights of a realistic scale), each with a tokenizer of
+    its kind: the pairs made from a text's tokens give the pipeline's scores, and Integrated Gradients is complete
+    through them. Their tokenizers join a pair in every
+    way there is (`[SEP] B [SEP]`, `</s></s> B </s>`, `<s> B`, nothing at all: GPT-2), and the decoders (GPT-2,
+    Llama) are padded on the left."""
+    tokenizer = build_tokenizer(FAMILIES[family][1])
+    model = build_model(family, tokenizer)
+    model.config.id2label, model.config.label2id = dict(enumerate(NLI_LABELS)), {n: i for i, n in enumerate(NLI_LABELS)}
+    zero_shot = pipeline("zero-shot-classification", model=model, tokenizer=tokenizer)
+    texts = ["who wrote it", "a short one", " ".join(FILLER[:20])]
     for multi_label in (False, True):
-        classifier = ZeroShotClassifier(decoder, candidate_labels=LABELS, multi_label=multi_label)
-        assert classifier.pads_left
-        expected = pipeline_scores(decoder, TEXTS, LABELS, multi_label=multi_label)
-        assert expected.max() - expected.min() > 0.1  # the scores differ: the comparison means something
-        got = predict(classifier, tokenizer, TEXTS).probabilities
-        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+        classifier = ZeroShotClassifier(zero_shot, candidate_labels=LABELS, multi_label=multi_label)
+        assert classifier.pads_left == (family in ("gpt2", "llama"))
+        expected = pipeline_scores(zero_shot, texts, LABELS, multi_label=multi_label)
+        assert expected.max() - expected.min() > 0.05  # the scores differ: the comparison means something
+        torch.testing.assert_close(predict(classifier, tokenizer, texts).probabilities, expected, rtol=0, atol=1e-5)
+    # Integrated Gradients through the pairs, as test_any_classifier holds every family to: within the default
+    # tolerance, or at the most steps it may take.
+    for explanation in explain_zero_shot(zero_shot, None, texts[0], LABELS):
+        difference = explanation.score - explanation.baseline_score
+        assert abs(explanation.delta) <= 0.01 * abs(difference) or explanation.extras["n_steps"] == 256
 
 
 def test_faithfulness_is_measured_on_the_classifier(zero_shot, tokenizer):
