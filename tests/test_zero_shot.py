@@ -112,12 +112,23 @@ def nli_logits(model, tokenizer, text: str, hypothesis: str, baseline: bool = Fa
         return model(**pair).logits[0]
 
 
-def label_logit(logits: torch.Tensor, multi_label: bool, as_float: bool = True) -> float | torch.Tensor:
-    """What the pipeline makes of one pair's NLI logits: the entailment logit, or for multi-label its log-odds against
-    contradiction."""
+def pipeline_output(logits: torch.Tensor, output: str, multi_label: bool) -> torch.Tensor:
+    """`(labels,)` the explained number of each label, in the pipeline's terms, from the NLI logits `(labels, 3)` of
+    the labels' pairs: its entailment logit (minus the labels' mean: centered), log-score or score, where a label's
+    score is the softmax of the entailment logits over the labels; for multi-label, the log-odds of entailment
+    against contradiction, the log of its score or its score, the softmax of [contradiction, entailment]."""
     entailment, contradiction = NLI_LABELS.index("entailment"), NLI_LABELS.index("contradiction")
-    value = logits[entailment] - (logits[contradiction] if multi_label else 0)
-    return float(value) if as_float else value
+    if multi_label:
+        pairs = torch.log_softmax(logits[:, [contradiction, entailment]], dim=-1)[:, 1]
+        values = {"logit": logits[:, entailment] - logits[:, contradiction], "log_probability": pairs}
+    else:
+        values = {
+            "logit": logits[:, entailment],
+            "centered_logit": logits[:, entailment] - logits[:, entailment].mean(),
+            "log_probability": torch.log_softmax(logits[:, entailment], dim=-1),
+        }
+    values["probability"] = values["log_probability"].exp()
+    return values[output]
 
 
 # --- the pipeline's scores -----------------------------------------------------------------------------------
@@ -216,36 +227,53 @@ def test_gradients_are_the_nli_models_on_the_pair(zero_shot, nli, tokenizer, mul
     This is what gradient × input can be tested on: BERT's embeddings are summed and LayerNorm-ed, which makes the
     model blind to their scale, so `∇F · e_word = −∇F · (e_position + e_type)` exactly: a word's gradient × input
     says where it stands, not what it is, and a planted word need not rank first."""
-    saliency = explain_zero_shot(zero_shot, None, BOTH, LABELS, multi_label=multi_label, method="saliency")
-    times_input = explain_zero_shot(zero_shot, None, BOTH, LABELS, multi_label=multi_label, method="input_x_gradient")
+    options = {"multi_label": multi_label, "output": "logit"}
+    saliency = explain_zero_shot(zero_shot, None, BOTH, LABELS, method="saliency", **options)
+    times_input = explain_zero_shot(zero_shot, None, BOTH, LABELS, method="input_x_gradient", **options)
     embeddings = nli.get_input_embeddings()
     for label, norms, products in zip(LABELS, saliency, times_input, strict=True):
         pair = tokenizer(BOTH, DEFAULT_TEMPLATE.format(label), return_tensors="pt")
         words = embeddings(pair.pop("input_ids")).detach().requires_grad_()
         logits = nli(inputs_embeds=words, **pair).logits[0]
-        (gradient,) = torch.autograd.grad(label_logit(logits, multi_label, as_float=False), words)
+        (gradient,) = torch.autograd.grad(pipeline_output(logits[None], "logit", multi_label)[0], words)
         is_text = [segment == 0 for segment in pair.sequence_ids(0)]
         expected_norms = gradient[0, is_text].norm(dim=-1)
-        expected_products = (gradient * words)[0, is_text].sum(-1)
+        expected_products = (gradient * words.detach())[0, is_text].sum(-1)
         scale = float(expected_norms.max())
         assert norms.scores == pytest.approx(expected_norms.tolist(), abs=1e-5 * scale)
         assert products.scores == pytest.approx(expected_products.tolist(), abs=1e-5 * scale)
+        # The identity that makes gradient × input rank positions on a BERT.
+        bert = nli.bert.embeddings
+        rest = bert.position_embeddings.weight[: words.shape[1]] + bert.token_type_embeddings(pair["token_type_ids"])
+        where = -(gradient * rest.detach())[0, is_text].sum(-1)
+        assert where.tolist() == pytest.approx(expected_products.tolist(), abs=1e-3 * float(where.abs().max()))
 
 
-@pytest.mark.parametrize("multi_label", [False, True])
-def test_integrated_gradients_explains_the_entailment_score_completely(zero_shot, nli, tokenizer, multi_label):
-    """Per label: F(x) is the pipeline's entailment logit of (text, hypothesis) (log-odds against contradiction for
-    multi-label), F(x′) the same with the text's words removed and the hypothesis kept, and the word scores add up
-    to F(x) − F(x′) within the reported delta, which meets the default tolerance."""
-    explanations = explain_zero_shot(zero_shot, None, BOTH, LABELS, multi_label=multi_label)
-    for explanation in explanations:
-        hypothesis = explanation.extras["hypothesis"]
-        assert hypothesis == DEFAULT_TEMPLATE.format(explanation.target_label)
-        score = label_logit(nli_logits(nli, tokenizer, BOTH, hypothesis), multi_label)
-        baseline = label_logit(nli_logits(nli, tokenizer, BOTH, hypothesis, baseline=True), multi_label)
-        scale = abs(score) + abs(baseline)
-        assert explanation.score == pytest.approx(score, abs=1e-5 * scale)
-        assert explanation.baseline_score == pytest.approx(baseline, abs=1e-5 * scale)
+@pytest.mark.parametrize(
+    ("multi_label", "output"),
+    [(False, o) for o in ("logit", "centered_logit", "log_probability", "probability")]
+    + [(True, o) for o in ("logit", "log_probability", "probability")],
+)
+def test_integrated_gradients_explains_each_output_as_the_pipeline_defines_it(
+    zero_shot, nli, tokenizer, multi_label, output
+):
+    """Per label: F(x) is the output asked for, as the pipeline defines the label's score (see `pipeline_output`),
+    F(x′) the same with the text's words removed from every pair and the hypotheses kept, and the word scores add
+    up to F(x) − F(x′) within the reported delta, which meets the default tolerance."""
+    explanations = explain_zero_shot(zero_shot, None, BOTH, LABELS, multi_label=multi_label, output=output)
+    hypotheses = [DEFAULT_TEMPLATE.format(label) for label in LABELS]
+    assert [e.extras["hypothesis"] for e in explanations] == hypotheses
+    ends = [
+        pipeline_output(
+            torch.stack([nli_logits(nli, tokenizer, BOTH, h, baseline) for h in hypotheses]), output, multi_label
+        )
+        for baseline in (False, True)
+    ]
+    for explanation, score, baseline in zip(explanations, *ends, strict=True):
+        assert explanation.output == output
+        scale = abs(float(score)) + abs(float(baseline))
+        assert explanation.score == pytest.approx(float(score), abs=1e-5 * scale)
+        assert explanation.baseline_score == pytest.approx(float(baseline), abs=1e-5 * scale)
         difference = explanation.score - explanation.baseline_score
         assert sum(explanation.scores) - difference == pytest.approx(explanation.delta, abs=1e-5 * scale)
         assert abs(explanation.delta) <= 0.01 * abs(difference)
