@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import FILLER, tiny_encoder_config
 from test_any_classifier import FAMILIES, build_model, build_tokenizer
-from transformers import BertForSequenceClassification, pipeline
+from transformers import BartConfig, BartForSequenceClassification, BertForSequenceClassification, pipeline
 
 from explainers import ExplainerInputError, MethodError, explain, predict
 from explainers.faithfulness import evaluate_faithfulness
@@ -396,6 +396,25 @@ def test_other_pipelines_and_models_are_refused(nli, tokenizer, zero_shot):
     no_entailment = BertForSequenceClassification(tiny_encoder_config(num_labels=3)).eval()
     with pytest.raises(MethodError, match=r"no entailment class \(its labels are \['LABEL_0'"):
         ZeroShotClassifier(no_entailment, tokenizer, candidate_labels=LABELS)
+    bart = BartForSequenceClassification(
+        BartConfig(
+            vocab_size=tokenizer.vocab_size,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            id2label=dict(enumerate(NLI_LABELS)),
+            label2id={name: i for i, name in enumerate(NLI_LABELS)},
+        )
+    ).eval()
+    with pytest.raises(MethodError, match="BartForSequenceClassification cannot run on input embeddings"):
+        ZeroShotClassifier(bart, tokenizer, candidate_labels=LABELS)
     with pytest.raises(MethodError, match="attends once per \\(text, hypothesis\\) pair"):
         explain_zero_shot(zero_shot, None, BOTH, LABELS, method="attention_rollout")
 
