@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 KEYWORDS = {"animals": "zebra", "music": "guitar", "sports": None}
 LABELS = list(KEYWORDS)
 NLI_LABELS = ["contradiction", "neutral", "entailment"]
+NLI_NAMES = {"id2label": dict(enumerate(NLI_LABELS)), "label2id": {name: i for i, name in enumerate(NLI_LABELS)}}
 # A text with both planted words, and texts of other lengths with one, the other or neither.
 BOTH = "the zebra was by the water when she had a guitar"
 TEXTS = [BOTH, "many people like to sound the guitar", "a zebra", "some of them were out"]
@@ -60,8 +61,7 @@ def train_nli(tokenizer, steps: int = 150) -> BertForSequenceClassification:
         hidden_size=64,
         num_attention_heads=4,
         intermediate_size=128,
-        id2label=dict(enumerate(NLI_LABELS)),
-        label2id={name: i for i, name in enumerate(NLI_LABELS)},
+        **NLI_NAMES,
     )
     model = BertForSequenceClassification(config)
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
@@ -323,7 +323,7 @@ def test_every_family_gives_the_pipelines_scores(family):
     Llama) are padded on the left."""
     tokenizer = build_tokenizer(FAMILIES[family][1])
     model = build_model(family, tokenizer)
-    model.config.id2label, model.config.label2id = dict(enumerate(NLI_LABELS)), {n: i for i, n in enumerate(NLI_LABELS)}
+    model.config.id2label, model.config.label2id = NLI_NAMES["id2label"], NLI_NAMES["label2id"]
     zero_shot = pipeline("zero-shot-classification", model=model, tokenizer=tokenizer)
     texts = ["who wrote it", "a short one", " ".join(FILLER[:20])]
     for multi_label in (False, True):
@@ -409,8 +409,7 @@ def test_other_pipelines_and_models_are_refused(nli, tokenizer, zero_shot):
             pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.cls_token_id,
             eos_token_id=tokenizer.sep_token_id,
-            id2label=dict(enumerate(NLI_LABELS)),
-            label2id={name: i for i, name in enumerate(NLI_LABELS)},
+            **NLI_NAMES,
         )
     ).eval()
     with pytest.raises(MethodError, match="BartForSequenceClassification cannot run on input embeddings"):
