@@ -43,8 +43,7 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 from transformers.pipelines import ZeroShotClassificationPipeline
 from transformers.utils import ModelOutput
 
-from .api import get_explainer
-from .base import METHODS, at_least_float32, evaluating
+from .base import METHODS, at_least_float32, evaluating, get_explainer
 from .errors import ExplainerInputError, MethodError
 from .explanation import Explanation
 from .models import baseline_token_id, is_pipeline, pads_left, pooling_ready, token_limit, unwrap
