@@ -10,7 +10,7 @@ from conftest import FILLER, tiny_encoder_config
 from test_any_classifier import FAMILIES, build_model, build_tokenizer
 from transformers import BartConfig, BartForSequenceClassification, BertForSequenceClassification, pipeline
 
-from explainers import ExplainerInputError, MethodError, explain, predict
+from explainers import ExplainerError, ExplainerInputError, MethodError, explain, predict
 from explainers.faithfulness import evaluate_faithfulness
 from explainers.words import collate, tokenize
 from explainers.zero_shot import DEFAULT_TEMPLATE, ZeroShotClassifier, explain_zero_shot, wants_zero_shot
@@ -430,3 +430,13 @@ def test_zero_shot_calls_are_recognised(zero_shot, nli):
     assert wants_zero_shot(zero_shot, {})
     assert wants_zero_shot(nli, {"candidate_labels": LABELS})
     assert not wants_zero_shot(nli, {"n_steps": 8})
+
+
+def test_explain_takes_a_zero_shot_pipeline(zero_shot):
+    """`explain(zero_shot_pipeline, None, text, candidate_labels=...)` is `explain_zero_shot`, and without candidate
+    labels it is refused rather than explaining the NLI model's own classes on the text alone."""
+    direct = explain_zero_shot(zero_shot, None, BOTH, LABELS, method="saliency")
+    through = explain(zero_shot, None, BOTH, method="saliency", candidate_labels=LABELS)
+    assert [e.to_dict() for e in through] == [e.to_dict() for e in direct]
+    with pytest.raises(ExplainerError, match="candidate_labels"):
+        explain(zero_shot, None, BOTH, method="saliency")
