@@ -1,26 +1,38 @@
-"""Integrated Gradients on the token embeddings (Captum's `LayerIntegratedGradients`), batched across texts.
+"""Integrated Gradients on the token embeddings, batched across texts.
 
 `IG_t = Σ_j (e_tj − e′_tj) ∫₀¹ ∂F(e′ + α(e − e′))/∂e_tj dα`, so that `Σ_t IG_t = F(x) − F(x′)` (completeness)
 up to the quadrature error `delta`. The baseline x′ is the text with each word token replaced by the baseline
 token (`explainers.models.baseline_token_id`: the padding token, else the unknown or end-of-text token of
 models without one) or by a zero embedding, special tokens and padding kept: only word tokens differ between
 x and x′, so every unit of `F(x) − F(x′)` lands on a word.
+
+Two ways to integrate (`integration`):
+- "adaptive" (default): `explainers.quadrature.AdaptiveSimpson`, one rule per text, whose nodes go where the
+  rule's error is. Its nodes are evaluated here, by hand: Captum's `LayerIntegratedGradients` integrates one list
+  of α shared by every input of a call and returns only the weighted sum, while this rule needs for each text its
+  own α, each node's token scores (weighted anew when a panel is bisected) and F at each node (the exact error
+  of each panel). One forward and one backward pass of a row give all three; the rows of all texts of a batch
+  go through the model together. F(x) and F(x′) are the rule's nodes α = 1 and α = 0: no pass of their own.
+- Captum's fixed rules ("gausslegendre", "riemann_*"), by `LayerIntegratedGradients`: `n_steps` nodes, and a
+  text whose delta misses the tolerance is integrated again from scratch with twice the steps.
 """
 
 import math
-from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import torch
 from captum.attr import LayerIntegratedGradients
-from captum.attr._utils.approximation_methods import SUPPORTED_METHODS
 from torch import nn
 
 from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import ExplainerError
 from .forward import TargetLogit, embedding_output
+from .quadrature import AdaptiveSimpson
 from .words import TokenBatch
+
+# Captum's names of its quadratures (its `method`).
+FIXED_RULES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 
 
 class EndpointRecorder(TargetLogit):
@@ -50,15 +62,23 @@ class IntegratedGradientsExplainer(Explainer):
     """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions.
 
     Options:
-        n_steps: quadrature points along the path (all computed in one batch with the other texts of the group).
-        integration: Captum's quadrature (its `method`), "gausslegendre" (reaches a given delta with the fewest
-            steps) or "riemann_left" / "riemann_right" / "riemann_middle" / "riemann_trapezoid". (Not called
-            `method`, which is `explain`'s choice of explainer.)
+        integration: "adaptive" (composite Simpson refined where its exact error is largest; see the module
+            docstring) or one of Captum's fixed rules, "gausslegendre", "riemann_left", "riemann_right",
+            "riemann_middle", "riemann_trapezoid". (Not called `method`, which is `explain`'s choice of
+            explainer.)
+        n_steps: nodes of the first pass. "adaptive" starts from a uniform grid of the odd number at or below it
+            (8 gives 7; 3 at the least: one Simpson panel); a fixed rule uses exactly `n_steps` nodes. The nodes
+            of all texts of a batch go through the model together.
         baseline: "pad" (each word token becomes the baseline token: the padding token, or for a model without
             one its unknown or end-of-text token) or "zero" (a zero embedding).
-        tolerance: when set, a text whose |delta| > tolerance · |F(x) − F(x′)| is integrated again with twice
-            the steps, up to `max_steps`; `extras["n_steps"]` says how many it took.
-        max_steps: the most steps `tolerance` may ask for.
+        tolerance: when set, each text is integrated until |delta| ≤ tolerance · |F(x) − F(x′)|, up to
+            `max_steps`: "adaptive" bisects its worst panels until their exact errors add up to at most that;
+            a fixed rule integrates a text that misses again with twice the steps. None keeps the first pass.
+        max_steps: the most nodes `tolerance` may ask for, per text.
+
+    Diagnostics (`extras`): `n_steps`, the nodes of the rule that gave the scores; `passes`, the model
+    evaluations spent on the text (gradient passes, plus the two forward passes over x and x′ of each fixed-rule
+    attempt; the adaptive rule's x and x′ are two of its nodes), thrown-away attempts included.
     """
 
     name = "integrated_gradients"
@@ -70,13 +90,16 @@ class IntegratedGradientsExplainer(Explainer):
     # cost as much as real tokens.
     max_padding = 0.0
     defaults: ClassVar[dict[str, Any]] = {
-        "n_steps": 32,
-        "integration": "gausslegendre",
+        "integration": "adaptive",
+        "n_steps": 9,
         "baseline": "pad",
         "tolerance": 0.01,
         "max_steps": 256,
     }
-    choices: ClassVar[dict[str, Sequence[str]]] = {"integration": SUPPORTED_METHODS, "baseline": ("pad", "zero")}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {
+        "integration": ("adaptive", *FIXED_RULES),
+        "baseline": ("pad", "zero"),
+    }
     nullable = frozenset({"tolerance"})
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +109,109 @@ class IntegratedGradientsExplainer(Explainer):
             raise ExplainerError(f"max_steps={max_steps} must be at least 1 (the most steps tolerance may ask for).")
         if not 1 <= n_steps <= max_steps:
             raise ExplainerError(f"n_steps={n_steps} must be at least 1 and at most max_steps={max_steps}.")
+        integration = options["integration"]
+        if integration == "adaptive" and max_steps < 3:
+            raise ExplainerError(
+                f"max_steps={max_steps} is too few for integration='adaptive', whose first pass has 3 nodes at the "
+                "least (one Simpson panel): raise it to 3 or more, or choose a fixed integration."
+            )
+        if integration.startswith("riemann") and n_steps < 2:
+            raise ExplainerError(
+                f"n_steps={n_steps} is too few for integration={integration!r}: Captum's Riemann sums take 2 steps "
+                "at the least."
+            )
         if tolerance is not None and not (math.isfinite(tolerance) and tolerance > 0):
             raise ExplainerError(f"tolerance={tolerance} must be a positive finite number, or None to keep n_steps.")
         return options
+
+    def token_scores(
+        self,
+        batch: TokenBatch,
+        target: torch.Tensor,
+        contrast: torch.Tensor | None,
+        integration: str,
+        **options: Any,
+    ) -> TokenScores:
+        """IG of the batch by the adaptive rule or a fixed one; `options` are the other options."""
+        if integration == "adaptive":
+            return self.adaptive(batch, target, contrast, **options)
+        return self.fixed_rule(batch, target, contrast, integration, **options)
+
+    # --- the adaptive rule ----------------------------------------------------------------------------------
+
+    def adaptive(
+        self,
+        batch: TokenBatch,
+        target: torch.Tensor,
+        contrast: torch.Tensor | None,
+        n_steps: int,
+        baseline: str,
+        tolerance: float | None,
+        max_steps: int,
+    ) -> TokenScores:
+        """Each text's own `AdaptiveSimpson` rule; every round evaluates the nodes the rules ask for, of all
+        texts together, until none asks for more."""
+        forward = TargetLogit(self.model)
+        args = forward.args(batch, target, contrast)
+        start, end = self.path_ends(batch, baseline)
+        rules = [AdaptiveSimpson(n_steps) for _ in range(len(target))]
+        # Per text, in the order its rule asked for the nodes: F at each node, and each node's token scores.
+        values, node_scores = self.node_pass(forward, args, batch.input_ids, start, end, [r.alphas for r in rules])
+        while tolerance is not None:
+            asked = [
+                rule.refine(s.sum(-1), v, tolerance * abs(float(v[rule.end] - v[rule.start])), max_steps)
+                for rule, s, v in zip(rules, node_scores, values, strict=True)
+            ]
+            if not any(asked):
+                break
+            new_values, new_scores = self.node_pass(forward, args, batch.input_ids, start, end, asked)
+            values = [torch.cat(pair) for pair in zip(values, new_values, strict=True)]
+            node_scores = [torch.cat(pair) for pair in zip(node_scores, new_scores, strict=True)]
+        scores = torch.stack([rule.weights().to(s) @ s for rule, s in zip(rules, node_scores, strict=True)])
+        output = torch.stack([v[rule.end] for rule, v in zip(rules, values, strict=True)])
+        baseline_output = torch.stack([v[rule.start] for rule, v in zip(rules, values, strict=True)])
+        steps = torch.tensor([len(rule.alphas) for rule in rules])
+        return self.result(scores, output, baseline_output, steps, steps)
+
+    def path_ends(self, batch: TokenBatch, baseline: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The embeddings `(batch, seq_len, hidden)` where the path starts (x′) and where it ends (x)."""
+        embed = self.model.get_input_embeddings()
+        with torch.no_grad():
+            end = embed(batch.input_ids)
+            if baseline == "zero":
+                return end.masked_fill(batch.is_word[..., None], 0.0), end
+            return embed(batch.input_ids.masked_fill(batch.is_word, self.baseline_id)), end
+
+    def node_pass(
+        self,
+        forward: TargetLogit,
+        args: tuple,
+        input_ids: torch.Tensor,
+        start: torch.Tensor,
+        end: torch.Tensor,
+        asked: list[list[float]],
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """F and the token scores at the nodes `asked[i]` of each text i of the batch: per text, `(nodes,)` and
+        `(nodes, seq_len)`, the score of token t at node α being `(e_t − e′_t) · ∂F/∂e_t` at e′ + α(e − e′).
+        One forward and one backward pass for the nodes of all texts; only the path's gradient is taken, none
+        of the weights'."""
+        counts = [len(new) for new in asked]
+        rows = torch.repeat_interleave(
+            torch.arange(len(asked), device=self.device), torch.tensor(counts).to(self.device)
+        )
+        dtype = start.dtype
+        start, end = at_least_float32(start[rows]), at_least_float32(end[rows])
+        alphas = torch.tensor([a for new in asked for a in new], dtype=start.dtype, device=self.device)
+        # lerp is exact at both ends: α = 1 is the text's own embedding, so F there is F(x).
+        path = torch.lerp(start, end, alphas[:, None, None]).to(dtype).requires_grad_()
+        row_args = (a[rows] if isinstance(a, torch.Tensor) else a for a in args)
+        with torch.enable_grad(), embedding_output(self.model, lambda ids, out: path):
+            output = forward(input_ids[rows], *row_args)
+            (gradient,) = torch.autograd.grad(output.sum(), path)
+        scores = (at_least_float32(gradient) * (end - start)).sum(-1)
+        return list(output.detach().split(counts)), list(scores.split(counts))
+
+    # --- Captum's fixed rules -------------------------------------------------------------------------------
 
     def integrate(
         self,
@@ -135,20 +258,21 @@ class IntegratedGradientsExplainer(Explainer):
         delta = scores.sum(-1) - (output - baseline_output)
         return scores, output, baseline_output, delta
 
-    def token_scores(
+    def fixed_rule(
         self,
         batch: TokenBatch,
         target: torch.Tensor,
         contrast: torch.Tensor | None,
+        integration: str,
         n_steps: int,
+        baseline: str,
         tolerance: float | None,
         max_steps: int,
-        **path: str,
     ) -> TokenScores:
-        """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse;
-        `path` is `integrate`'s `integration` and `baseline`."""
-        scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, **path)
+        """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse."""
+        scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, integration, baseline)
         steps = torch.full_like(delta, n_steps, dtype=torch.long)
+        passes = steps + 2
         while tolerance is not None:
             # The texts still too coarse all use the same step count: integrate them again together.
             again = (delta.abs() > tolerance * (output - baseline_output).abs()) & (steps < max_steps)
@@ -161,14 +285,30 @@ class IntegratedGradientsExplainer(Explainer):
                 target[rows],
                 contrast[rows] if contrast is not None else None,
                 more,
-                **path,
+                integration,
+                baseline,
             )
             kept = batch.columns(sub[0].shape[1])
             scores[rows] = 0.0
             scores[rows, kept] = sub[0]
             delta[rows], steps[rows] = sub[3], more
+            passes[rows] += more + 2
+        return self.result(scores, output, baseline_output, steps, passes, delta)
+
+    @staticmethod
+    def result(
+        scores: torch.Tensor,
+        output: torch.Tensor,
+        baseline_output: torch.Tensor,
+        steps: torch.Tensor,
+        passes: torch.Tensor,
+        delta: torch.Tensor | None = None,
+    ) -> TokenScores:
+        """The token scores with each text's diagnostics; `delta` defaults to the scores' completeness gap."""
+        if delta is None:
+            delta = scores.sum(-1) - (output - baseline_output)
         diagnostics = [
-            {"score": float(o), "baseline_score": float(b), "delta": float(d), "n_steps": int(s)}
-            for o, b, d, s in zip(output, baseline_output, delta, steps, strict=True)
+            {"score": float(o), "baseline_score": float(b), "delta": float(d), "n_steps": int(s), "passes": int(p)}
+            for o, b, d, s, p in zip(output, baseline_output, delta, steps, passes, strict=True)
         ]
         return TokenScores(scores=scores, diagnostics=diagnostics)
