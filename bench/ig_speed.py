@@ -4,7 +4,8 @@ an oracle, transformers-interpret and Captum called one text at a time.
 The model (`--model`, default `models/trec-bert`: the all-MiniLM-L6-v2 encoder under transformers' own
 `BertForSequenceClassification`, fine-tuned on TREC by `bench/finetune_bert_trec.py`) is loaded with
 `explainers.load_classifier`; the texts are the first `--texts` TREC test questions; every way explains the
-predicted class against the baseline [CLS] [PAD]… [SEP]:
+predicted class against the baseline [CLS] [PAD]… [SEP], and all but transformers-interpret explain the
+library's default F for the model (for this single-label classifier the logit minus the mean logit):
 
 - oracle: Gauss–Legendre with, for each text, the fewest nodes that bring its |delta| within 1% of
   |F(x) − F(x′)| (found beforehand by trying 1, 2, 3, ... nodes; not timed), the texts of one node count
@@ -17,7 +18,7 @@ predicted class against the baseline [CLS] [PAD]… [SEP]:
   default 50 steps (Captum's `LayerIntegratedGradients`, all steps in one batch), explaining the softmax
   probability of the predicted class. It shows no delta, but the Captum call it makes computes one: it is read
   from `explainer.attributions.delta`, and F(x), F(x′) from its own forward function, inputs and reference;
-- captum: `LayerIntegratedGradients` per text on the target logit with Captum's default 50 steps, all in one
+- captum: `LayerIntegratedGradients` per text on that F with Captum's default 50 steps, all in one
   batch, and `return_convergence_delta=True`; the predicted classes are given to it (predicted untimed).
 
 Passes per text are the model evaluations that integrate it: gradient passes (one forward and one backward pass
@@ -26,7 +27,7 @@ of one row, at one node) and forward-only passes (F(x) and F(x′) for Captum's 
 predicts the class is the same in every way and not counted.
 
 Accuracy: the share of texts with |delta| ≤ 1% of |F(x) − F(x′)|, each way with its own F; and for the ways that
-explain the logit, the error of the word scores themselves, ‖s − s_ref‖ / ‖s_ref‖, against a reference of 128
+explain the library's F, the error of the word scores themselves, ‖s − s_ref‖ / ‖s_ref‖, against a reference of 128
 Gauss–Legendre nodes (untimed; `--no-reference` skips it).
 
 The texts are cut into chunks and the ways run on each chunk in a rotating order (A, B, C, then B, C, A, ...),
@@ -58,7 +59,8 @@ from transformers_interpret import SequenceClassificationExplainer
 
 from explainers import explain, get_explainer, load_classifier
 from explainers.checks import check_max_length
-from explainers.forward import TargetLogit
+from explainers.forward import ExplainedOutput
+from explainers.outputs import PHRASES, default_output
 from explainers.words import tokenize
 from labelattn.data import load_data
 
@@ -168,8 +170,9 @@ def ti_accuracy(explainer: SequenceClassificationExplainer, runs: list[dict]) ->
 
 
 def run_captum(model, ig_explainer, items, targets) -> list[dict]:
-    """One `LayerIntegratedGradients.attribute` call per text, unpadded, all steps in one batch."""
-    forward = TargetLogit(model)
+    """One `LayerIntegratedGradients.attribute` call per text, unpadded, all steps in one batch, on the library's
+    F (its default output for the model)."""
+    forward = ExplainedOutput(model, default_output(model))
     lig = LayerIntegratedGradients(forward, model.get_input_embeddings())
     runs = []
     for item, target in zip(items, targets, strict=True):
@@ -191,7 +194,7 @@ def run_captum(model, ig_explainer, items, targets) -> list[dict]:
 @torch.no_grad()
 def captum_accuracy(model, items, runs: list[dict]) -> None:
     """F(x) and F(x′) of each Captum run (untimed), and its token scores added up into words."""
-    forward = TargetLogit(model)
+    forward = ExplainedOutput(model, default_output(model))
     for item, run in zip(items, runs, strict=True):
         both = (torch.cat([a, a]) if isinstance(a, torch.Tensor) else a for a in run["args"])
         ends = forward(torch.cat([run["batch"].input_ids, run["baseline"]]), *both)
@@ -247,6 +250,7 @@ def compare(model_path: str, texts: list[str], chunk_size: int, reference: bool)
     result = {
         "model": model_path,
         "architecture": type(model).__name__,
+        "output": PHRASES[default_output(model)],
         "texts": len(texts),
         "tokens": statistics.mean(len(item.input_ids) for item in items),
         "per_text": {way: totals[way] / len(texts) for way in WAYS},
@@ -279,7 +283,8 @@ def compare(model_path: str, texts: list[str], chunk_size: int, reference: bool)
 def markdown(result: dict, load: tuple[float, float], command: str) -> str:
     lines = [
         f"`{command}` — {result['model']} ({result['architecture']}), {result['texts']} TREC test questions "
-        f"(mean {result['tokens']:.1f} tokens); {platform.processor() or platform.machine()}, "
+        f"(mean {result['tokens']:.1f} tokens), F the {result['output']} of the predicted class (the softmax "
+        f"probability for transformers-interpret); {platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} torch threads, torch {torch.__version__}, load average {load[0]:.1f} before "
         f"/ {load[1]:.1f} after (the machine was shared with other work: seconds are noisy, the ratios were "
         "measured in the same run on interleaved chunks).",
@@ -304,12 +309,15 @@ def markdown(result: dict, load: tuple[float, float], command: str) -> str:
             f"| {accuracy} | {error} |"
         )
     (oracle_median, oracle_max), (library_median, library_max) = result["oracle_nodes"], result["library_nodes"]
+    gradient, every = (
+        result["gradient"]["library"] / result["gradient"]["oracle"],
+        (result["gradient"]["library"] + result["forward"]["library"])
+        / (result["gradient"]["oracle"] + result["forward"]["oracle"]),
+    )
     lines += [
         "",
         f"Nodes per text: oracle median {oracle_median:g}, most {oracle_max}; library median {library_median:g}, "
-        f"most {library_max}. Library passes over the oracle's: "
-        f"{result['gradient']['library'] / result['gradient']['oracle']:.2f}× the gradient passes, "
-        f"{(result['gradient']['library'] + result['forward']['library']) / (result['gradient']['oracle'] + result['forward']['oracle']):.2f}× "
+        f"most {library_max}. Library passes over the oracle's: {gradient:.2f}× the gradient passes, {every:.2f}× "
         "all passes.",
     ]
     return "\n".join(lines)

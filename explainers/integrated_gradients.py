@@ -19,7 +19,7 @@ Two ways to integrate (`integration`):
 
 import math
 from contextlib import nullcontext
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from captum.attr import LayerIntegratedGradients
@@ -27,23 +27,25 @@ from torch import nn
 
 from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import ExplainerError
-from .forward import TargetLogit, embedding_output
+from .forward import ExplainedOutput, embedding_output
+from .options import Option
+from .outputs import OUTPUTS
 from .quadrature import AdaptiveSimpson
 from .words import TokenBatch
 
-# Captum's names of its quadratures (its `method`).
-FIXED_RULES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
+# Captum's quadrature rules (the `method` of `LayerIntegratedGradients.attribute`).
+QUADRATURES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 
 
-class EndpointRecorder(TargetLogit):
-    """`TargetLogit` that keeps its outputs of the passes run without gradient, by input ids.
+class EndpointRecorder(ExplainedOutput):
+    """`ExplainedOutput` that keeps its outputs of the passes run without gradient, by input ids.
 
     `LayerIntegratedGradients` runs the model once on the inputs and once on the baselines (to read the layer's
     endpoints) before integrating: those outputs are F(x) and F(x′), reused here rather than recomputed.
     """
 
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
+    def __init__(self, model: nn.Module, output: str):
+        super().__init__(model, output)
         self.outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def __call__(self, input_ids: torch.Tensor, *args) -> torch.Tensor:
@@ -59,57 +61,71 @@ class EndpointRecorder(TargetLogit):
 
 @register
 class IntegratedGradientsExplainer(Explainer):
-    """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions.
-
-    Options:
-        integration: "adaptive" (composite Simpson refined where its exact error is largest; see the module
-            docstring) or one of Captum's fixed rules, "gausslegendre", "riemann_left", "riemann_right",
-            "riemann_middle", "riemann_trapezoid". (Not called `method`, which is `explain`'s choice of
-            explainer.)
-        n_steps: nodes of the first pass. "adaptive" starts from a uniform grid of the odd number at or below it
-            (8 gives 7; 3 at the least: one Simpson panel); a fixed rule uses exactly `n_steps` nodes. The nodes
-            of all texts of a batch go through the model together.
-        baseline: "pad" (each word token becomes the baseline token: the padding token, or for a model without
-            one its unknown or end-of-text token) or "zero" (a zero embedding).
-        tolerance: when set, each text is integrated until |delta| ≤ tolerance · |F(x) − F(x′)|, up to
-            `max_steps`: "adaptive" bisects its worst panels until their exact errors add up to at most that;
-            a fixed rule integrates a text that misses again with twice the steps. None keeps the first pass.
-        max_steps: the most nodes `tolerance` may ask for, per text.
+    """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions: each
+    word's share of F(x) − F(x′), within the convergence delta. The options are declared in `options`.
 
     Diagnostics (`extras`): `n_steps`, the nodes of the rule that gave the scores; `passes`, the model
-    evaluations spent on the text (gradient passes, plus the two forward passes over x and x′ of each fixed-rule
-    attempt; the adaptive rule's x and x′ are two of its nodes), thrown-away attempts included.
+    evaluations spent on the text: its gradient passes (one forward and one backward pass at one node),
+    thrown-away attempts included, and for a fixed rule the two forward passes over x and x′ of each attempt
+    (the adaptive rule's x and x′ are two of its nodes).
     """
 
     name = "integrated_gradients"
+    title = "Integrated Gradients"
+    order = 20
+    score_meaning = "each word's share (integrated gradient) of"
+    outputs = OUTPUTS
+    baseline_name = "the baseline text, every word token replaced by the baseline token"
     allows_contrast = True
     needs_embeddings = True
-    cost_option = "n_steps"
-    cost_caps: ClassVar[dict[str, int]] = {"n_steps": 64, "max_steps": 64}
     # Each text costs n_steps rows: a batch of texts of one length is already a large batch, and padding would
     # cost as much as real tokens.
     max_padding = 0.0
-    defaults: ClassVar[dict[str, Any]] = {
-        "integration": "adaptive",
-        "n_steps": 9,
-        "baseline": "pad",
-        "tolerance": 0.01,
-        "max_steps": 256,
-    }
-    choices: ClassVar[dict[str, tuple[str, ...]]] = {
-        "integration": ("adaptive", *FIXED_RULES),
-        "baseline": ("pad", "zero"),
-    }
-    nullable = frozenset({"tolerance"})
+    options = (
+        Option(
+            "n_steps",
+            9,
+            int,
+            "nodes of the first pass, computed in one batch with the other texts of the group: the adaptive rule "
+            "starts from a uniform grid of the odd number at or below it (3 at the least), a fixed rule uses "
+            "exactly n_steps",
+            minimum=1,
+            cost=True,
+            cap=64,
+        ),
+        Option(
+            "integration",
+            "adaptive",
+            str,
+            "the quadrature: adaptive (composite Simpson, bisected where its exact error is largest: the fewest "
+            "passes for a tolerance) or one of Captum's fixed rules (its `method`)",
+            choices=("adaptive", *QUADRATURES),
+        ),
+        Option(
+            "baseline",
+            "pad",
+            str,
+            "x′: pad replaces each word token by the baseline token (the padding token, else the unknown or "
+            "end-of-text token), zero gives the word positions a zero embedding",
+            choices=("pad", "zero"),
+        ),
+        Option(
+            "tolerance",
+            0.01,
+            float,
+            "each text is integrated until |delta| ≤ tolerance · |F(x) − F(x′)|, up to max_steps: the adaptive "
+            "rule bisects its worst panels, a fixed rule integrates a text that misses again with twice the steps "
+            "(None: keep the first pass); extras['n_steps'] and extras['passes'] say what each text used",
+            nullable=True,
+        ),
+        Option("max_steps", 256, int, "the most nodes per text that tolerance may ask for", minimum=1, cap=64),
+    )
 
-    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        options = super().check_options(options)
+    def check_option_values(self, options: dict[str, Any]) -> None:
         n_steps, max_steps, tolerance = options["n_steps"], options["max_steps"], options["tolerance"]
-        if max_steps < 1:
-            raise ExplainerError(f"max_steps={max_steps} must be at least 1 (the most steps tolerance may ask for).")
-        if not 1 <= n_steps <= max_steps:
-            raise ExplainerError(f"n_steps={n_steps} must be at least 1 and at most max_steps={max_steps}.")
         integration = options["integration"]
+        if n_steps > max_steps:
+            raise ExplainerError(f"n_steps={n_steps} must be at least 1 and at most max_steps={max_steps}.")
         if integration == "adaptive" and max_steps < 3:
             raise ExplainerError(
                 f"max_steps={max_steps} is too few for integration='adaptive', whose first pass has 3 nodes at the "
@@ -122,7 +138,6 @@ class IntegratedGradientsExplainer(Explainer):
             )
         if tolerance is not None and not (math.isfinite(tolerance) and tolerance > 0):
             raise ExplainerError(f"tolerance={tolerance} must be a positive finite number, or None to keep n_steps.")
-        return options
 
     def token_scores(
         self,
@@ -148,10 +163,11 @@ class IntegratedGradientsExplainer(Explainer):
         baseline: str,
         tolerance: float | None,
         max_steps: int,
+        output: str,
     ) -> TokenScores:
         """Each text's own `AdaptiveSimpson` rule; every round evaluates the nodes the rules ask for, of all
         texts together, until none asks for more."""
-        forward = TargetLogit(self.model)
+        forward = ExplainedOutput(self.model, output)
         args = forward.args(batch, target, contrast)
         start, end = self.path_ends(batch, baseline)
         rules = [AdaptiveSimpson(n_steps) for _ in range(len(target))]
@@ -168,10 +184,10 @@ class IntegratedGradientsExplainer(Explainer):
             values = [torch.cat(pair) for pair in zip(values, new_values, strict=True)]
             node_scores = [torch.cat(pair) for pair in zip(node_scores, new_scores, strict=True)]
         scores = torch.stack([rule.weights().to(s) @ s for rule, s in zip(rules, node_scores, strict=True)])
-        output = torch.stack([v[rule.end] for rule, v in zip(rules, values, strict=True)])
-        baseline_output = torch.stack([v[rule.start] for rule, v in zip(rules, values, strict=True)])
+        score = torch.stack([v[rule.end] for rule, v in zip(rules, values, strict=True)])
+        baseline_score = torch.stack([v[rule.start] for rule, v in zip(rules, values, strict=True)])
         steps = torch.tensor([len(rule.alphas) for rule in rules])
-        return self.result(scores, output, baseline_output, steps, steps)
+        return self.result(scores, score, baseline_score, scores.sum(-1) - (score - baseline_score), steps, steps)
 
     def path_ends(self, batch: TokenBatch, baseline: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The embeddings `(batch, seq_len, hidden)` where the path starts (x′) and where it ends (x)."""
@@ -184,7 +200,7 @@ class IntegratedGradientsExplainer(Explainer):
 
     def node_pass(
         self,
-        forward: TargetLogit,
+        forward: ExplainedOutput,
         args: tuple,
         input_ids: torch.Tensor,
         start: torch.Tensor,
@@ -196,9 +212,7 @@ class IntegratedGradientsExplainer(Explainer):
         One forward and one backward pass for the nodes of all texts; only the path's gradient is taken, none
         of the weights'."""
         counts = [len(new) for new in asked]
-        rows = torch.repeat_interleave(
-            torch.arange(len(asked), device=self.device), torch.tensor(counts).to(self.device)
-        )
+        rows = torch.repeat_interleave(torch.arange(len(asked)), torch.tensor(counts)).to(self.device)
         dtype = start.dtype
         start, end = at_least_float32(start[rows]), at_least_float32(end[rows])
         alphas = torch.tensor([a for new in asked for a in new], dtype=start.dtype, device=self.device)
@@ -206,10 +220,10 @@ class IntegratedGradientsExplainer(Explainer):
         path = torch.lerp(start, end, alphas[:, None, None]).to(dtype).requires_grad_()
         row_args = (a[rows] if isinstance(a, torch.Tensor) else a for a in args)
         with torch.enable_grad(), embedding_output(self.model, lambda ids, out: path):
-            output = forward(input_ids[rows], *row_args)
-            (gradient,) = torch.autograd.grad(output.sum(), path)
+            values = forward(input_ids[rows], *row_args)
+            (gradient,) = torch.autograd.grad(values.sum(), path)
         scores = (at_least_float32(gradient) * (end - start)).sum(-1)
-        return list(output.detach().split(counts)), list(scores.split(counts))
+        return list(values.detach().split(counts)), list(scores.split(counts))
 
     # --- Captum's fixed rules -------------------------------------------------------------------------------
 
@@ -221,6 +235,7 @@ class IntegratedGradientsExplainer(Explainer):
         n_steps: int,
         integration: str,
         baseline: str,
+        output: str,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One `LayerIntegratedGradients` call over the whole batch, all steps in one pass.
 
@@ -230,7 +245,7 @@ class IntegratedGradientsExplainer(Explainer):
         pad_id = self.baseline_id
         layer = self.model.get_input_embeddings()
         baseline_ids = batch.input_ids.masked_fill(batch.is_word, pad_id)
-        forward = EndpointRecorder(self.model)
+        forward = EndpointRecorder(self.model, output)
         # The "zero" baseline: the baseline positions of x′ embed to zero. x runs unchanged: its padding (the same
         # id) is masked out of every attention, so zeroing it would change no output, but a word token of that id
         # (GPT-2 pads with <|endoftext|>) would be wrongly zeroed.
@@ -251,12 +266,12 @@ class IntegratedGradientsExplainer(Explainer):
                 method=integration,
             )
         scores = at_least_float32(attributions).sum(-1)
-        output, baseline_output = forward.output_of(batch.input_ids), forward.output_of(baseline_ids)
+        score, baseline_score = forward.output_of(batch.input_ids), forward.output_of(baseline_ids)
         # Captum's convergence delta (`return_convergence_delta=True` computes the same), from the F(x) and F(x′)
         # of Captum's own passes rather than two more forward passes. Special tokens and padding, equal in x and
         # x′, get exactly 0, so the sum over all tokens is the sum over the words.
-        delta = scores.sum(-1) - (output - baseline_output)
-        return scores, output, baseline_output, delta
+        delta = scores.sum(-1) - (score - baseline_score)
+        return scores, score, baseline_score, delta
 
     def fixed_rule(
         self,
@@ -265,17 +280,18 @@ class IntegratedGradientsExplainer(Explainer):
         contrast: torch.Tensor | None,
         integration: str,
         n_steps: int,
-        baseline: str,
         tolerance: float | None,
         max_steps: int,
+        **path: str,
     ) -> TokenScores:
-        """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse."""
-        scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, integration, baseline)
+        """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse;
+        `path` is `integrate`'s `baseline` and `output`."""
+        scores, score, baseline_score, delta = self.integrate(batch, target, contrast, n_steps, integration, **path)
         steps = torch.full_like(delta, n_steps, dtype=torch.long)
         passes = steps + 2
         while tolerance is not None:
             # The texts still too coarse all use the same step count: integrate them again together.
-            again = (delta.abs() > tolerance * (output - baseline_output).abs()) & (steps < max_steps)
+            again = (delta.abs() > tolerance * (score - baseline_score).abs()) & (steps < max_steps)
             if not again.any():
                 break
             rows = again.nonzero().squeeze(1)
@@ -286,29 +302,28 @@ class IntegratedGradientsExplainer(Explainer):
                 contrast[rows] if contrast is not None else None,
                 more,
                 integration,
-                baseline,
+                **path,
             )
             kept = batch.columns(sub[0].shape[1])
             scores[rows] = 0.0
             scores[rows, kept] = sub[0]
             delta[rows], steps[rows] = sub[3], more
             passes[rows] += more + 2
-        return self.result(scores, output, baseline_output, steps, passes, delta)
+        return self.result(scores, score, baseline_score, delta, steps, passes)
 
     @staticmethod
     def result(
         scores: torch.Tensor,
-        output: torch.Tensor,
-        baseline_output: torch.Tensor,
+        score: torch.Tensor,
+        baseline_score: torch.Tensor,
+        delta: torch.Tensor,
         steps: torch.Tensor,
         passes: torch.Tensor,
-        delta: torch.Tensor | None = None,
     ) -> TokenScores:
-        """The token scores with each text's diagnostics; `delta` defaults to the scores' completeness gap."""
-        if delta is None:
-            delta = scores.sum(-1) - (output - baseline_output)
+        """The token scores `(batch, seq_len)` with each text's diagnostics, from `(batch,)` F(x), F(x′), delta,
+        nodes of the rule and passes spent."""
         diagnostics = [
             {"score": float(o), "baseline_score": float(b), "delta": float(d), "n_steps": int(s), "passes": int(p)}
-            for o, b, d, s, p in zip(output, baseline_output, delta, steps, passes, strict=True)
+            for o, b, d, s, p in zip(score, baseline_score, delta, steps, passes, strict=True)
         ]
         return TokenScores(scores=scores, diagnostics=diagnostics)
