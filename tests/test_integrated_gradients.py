@@ -12,7 +12,7 @@ from conftest import make_model
 
 from explainers import ExplainerError, explain
 from explainers import integrated_gradients as ig_module
-from explainers.forward import TargetLogit
+from explainers.forward import ExplainedOutput
 from explainers.integrated_gradients import IntegratedGradientsExplainer
 from explainers.quadrature import AdaptiveSimpson
 from explainers.words import tokenize
@@ -69,7 +69,9 @@ def recorded_rules(monkeypatch) -> list[AdaptiveSimpson]:
 @pytest.mark.parametrize("baseline", ["pad", "zero"])
 def test_every_text_meets_the_tolerance_and_its_words_add_up(backbone, baseline, tokenizer, request):
     model = request.getfixturevalue(f"{backbone}_model")
-    for n_steps, tolerance in ((9, 1e-2), (3, 1e-4)):  # the default, and one panel to start from
+    # The default, and one panel to start from with a tolerance still well above float32 rounding (some texts'
+    # F moves by only 0.03).
+    for n_steps, tolerance in ((9, 1e-2), (3, 1e-3)):
         results = ig(model, tokenizer, TEXTS, baseline=baseline, n_steps=n_steps, tolerance=tolerance)
         for exp in results:
             difference = exp.score - exp.baseline_score
@@ -78,14 +80,14 @@ def test_every_text_meets_the_tolerance_and_its_words_add_up(backbone, baseline,
             assert abs(sum(exp.scores) - difference) <= abs(exp.delta) + 1e-5
             assert abs(exp.delta) <= tolerance * abs(difference), (exp.text, exp.extras)
             assert exp.extras["passes"] == exp.extras["n_steps"] < 256
-    # One panel is too coarse for 1e-4 somewhere: the refinement ran.
+    # One panel is too coarse for 1e-3 somewhere: the refinement ran.
     assert max(exp.extras["n_steps"] for exp in results) > 3
 
 
 def test_the_endpoints_are_the_models_own_outputs(tokenizer, double_encoder):
     """F(x) is the model's target logit on the text, F(x′) its logit on [CLS] [PAD]… [SEP], though both come from
     nodes of the rule (α = 1 and α = 0) rather than passes of their own."""
-    exp = ig(double_encoder, tokenizer, MEDIUM)
+    exp = ig(double_encoder, tokenizer, MEDIUM, output="logit")
     ids = tokenizer(MEDIUM, return_tensors="pt").input_ids
     with torch.no_grad():
         logits = double_encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
@@ -133,7 +135,7 @@ def test_the_first_pass_is_captums_composite_simpson(tokenizer, double_encoder):
     ids = tokenizer(LONG, return_tensors="pt").input_ids
     baseline = ids.clone()
     baseline[0, 1:-1] = tokenizer.pad_token_id
-    lig = LayerIntegratedGradients(TargetLogit(double_encoder), double_encoder.get_input_embeddings())
+    lig = LayerIntegratedGradients(ExplainedOutput(double_encoder, exp.output), double_encoder.get_input_embeddings())
     args = (torch.ones_like(ids), None, None, torch.tensor([1]), None)
     left, right, middle = (
         lig.attribute(ids, baselines=baseline, additional_forward_args=args, n_steps=4, method=f"riemann_{m}")
@@ -145,10 +147,12 @@ def test_the_first_pass_is_captums_composite_simpson(tokenizer, double_encoder):
 
 def test_the_refined_rule_is_the_direct_rule_of_its_nodes(tokenizer, double_encoder, monkeypatch):
     """After refinement a text's scores are composite Simpson over its final panels, each node's gradient taken
-    once: the same as evaluating that rule directly, node by node, through the model's own `inputs_embeds`."""
+    once: the same as evaluating that rule directly, node by node, through the model's own `inputs_embeds` (F the
+    default, the target logit minus the mean logit)."""
     rules = recorded_rules(monkeypatch)
     texts = [MEDIUM, LONG]  # of two lengths: one batch each, shorter first
     results = ig(double_encoder, tokenizer, texts, tolerance=1e-5, target=0)
+    assert {exp.output for exp in results} == {"centered_logit"}
     embed = double_encoder.get_input_embeddings()
     for text, exp, rule in zip(texts, results, rules, strict=True):
         assert exp.extras["n_steps"] == len(rule.alphas) == len(set(rule.alphas)) > 9, "refined, no node twice"
@@ -165,8 +169,8 @@ def test_the_refined_rule_is_the_direct_rule_of_its_nodes(tokenizer, double_enco
         total = torch.zeros(ids.shape[1], dtype=torch.float64)
         for alpha, weight in weights.items():
             point = (e0 + alpha * (e - e0)).requires_grad_()
-            logit = double_encoder(inputs_embeds=point, attention_mask=torch.ones_like(ids)).logits[0, 0]
-            (gradient,) = torch.autograd.grad(logit, point)
+            logits = double_encoder(inputs_embeds=point, attention_mask=torch.ones_like(ids)).logits[0]
+            (gradient,) = torch.autograd.grad(logits[0] - logits.mean(), point)
             total += weight * (gradient * (e - e0)).sum(-1)[0]
         direct = word_scores(tokenizer, text, total)
         assert exp.scores == pytest.approx(direct, abs=1e-9 * max(map(abs, direct)))
