@@ -309,7 +309,10 @@ def test_readout_family_and_capabilities(family, classifiers):
     support = supported_methods(model, tokenizer)
     assert set(support) == set(METHODS)
     # Any transformers classifier returns attentions and has input embeddings; only label attention is missing.
-    assert [name for name, reason in support.items() if reason is not None] == ["label_attention"]
+    assert [name for name, reason in support.items() if reason is not None] == [
+        "label_attention",
+        "label_attention_weights",
+    ]
     # 130 positions; RoBERTa and XLM-R count theirs from padding_idx + 1.
     offset = tokenizer.pad_token_id + 1 if family in ("roberta", "xlm-roberta") else 0
     assert token_limit(model, tokenizer) == 130 - offset
@@ -499,7 +502,7 @@ def test_planted_word_is_found(family, pairs, tokenizers, request):
     texts, labels = planted_texts(6, seed=5)
     texts = [text for text, label in zip(texts, labels, strict=True) if label]
     given = [("the first one of them", text) for text in texts] if pairs else texts
-    for method, options in (("integrated_gradients", {"tolerance": None}), ("shap", {})):
+    for method, options in (("integrated_gradients", {}), ("shap", {})):
         for exp in explain(model, tokenizer, given, method=method, target=1, **options):
             top = exp.top_words(1)[0][0]
             assert top.strip(".").lower() == PLANTED_WORD, (method, exp.words, exp.scores)
