@@ -133,12 +133,22 @@ def model_identity(model: torch.nn.Module) -> dict[str, Any]:
     }
 
 
+def python_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A column's values as given. A column of mixed types (`datasets`' `Json` type: one number among the texts of
+    a JSONL file, a dict among numbers) holds each value as JSON text in arrow: decoded here, so that the number is
+    that row's error and no other value gains quotes."""
+    values = column.to_pylist()
+    if isinstance(column.type, pa.JsonType):
+        return [None if value is None else json.loads(value) for value in values]
+    return values
+
+
 def read_texts(table: pa.Table, text_column: str, text_pair_column: str | None) -> list[Any]:
     """The texts of a shard: values of the text column, or `(text, text_pair)` tuples."""
-    texts = table.column(text_column).to_pylist()
+    texts = python_values(table.column(text_column))
     if text_pair_column is None:
         return texts
-    return list(zip(texts, table.column(text_pair_column).to_pylist(), strict=True))
+    return list(zip(texts, python_values(table.column(text_pair_column)), strict=True))
 
 
 def text_error(value: Any) -> str | None:
@@ -716,7 +726,10 @@ def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) ->
             if writer is not None:
                 writer.writeheader()
             for batch in batches:
-                for row in batch.to_pylist():
+                columns = [python_values(batch.column(name)) for name in batch.column_names]
+                for row in (
+                    dict(zip(batch.column_names, values, strict=True)) for values in zip(*columns, strict=True)
+                ):
                     if writer is None:
                         handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                     else:

@@ -371,3 +371,31 @@ def test_two_processes_give_the_rows_of_one(saved_model, tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
     assert "2 process(es)" in done.stderr
     assert pq.read_table(tmp_path / "two.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
+
+
+# --- columns of mixed types (issue 20.1) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_a_number_among_jsonl_texts_is_that_rows_error_alone(saved_model, tmp_path, suffix):
+    """One row with `"text": 1984` (and a dict among the numbers of a pass-through column): that row is an error
+    row, every other row is predicted as in a file without it, and every value comes back as it was written."""
+    texts, _ = planted_texts(20, seed=3)
+    rows = [{"id": i, "text": text, "n": {"a": 1} if i == 0 else i} for i, text in enumerate(texts)]
+    mixed, clean = tmp_path / "mixed.jsonl", tmp_path / "clean.jsonl"
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"id": 20, "text": 1984, "n": 1}]))
+    clean.write_text("".join(json.dumps({**r, "n": str(r["n"])}) + "\n" for r in rows))
+    for source in (mixed, clean):
+        out = tmp_path / f"out-{source.stem}{suffix}"
+        assert cli("predict", saved_model, source, "--output", out, "--no-progress") == 0
+    got = datasets.load_dataset(
+        suffix.lstrip(".").replace("jsonl", "json"), data_files=str(tmp_path / f"out-mixed{suffix}"), split="train"
+    ).to_list()
+    expected = datasets.load_dataset(
+        suffix.lstrip(".").replace("jsonl", "json"), data_files=str(tmp_path / f"out-clean{suffix}"), split="train"
+    ).to_list()
+    assert [r["text"] for r in got[:20]] == texts
+    assert [r["predicted_label"] for r in got[:20]] == [r["predicted_label"] for r in expected]
+    assert got[20]["error"] == "the text is a int, not a string" and got[20]["predicted_label"] is None
+    if suffix != ".csv":  # CSV holds strings only
+        assert [r["n"] for r in got] == [{"a": 1}, *range(1, 20), 1]
