@@ -22,10 +22,12 @@ from . import (  # noqa: F401
 )
 from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
 from .base import METHODS, Explainer, TokenScores
+from .compare import compare, target_for
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
+from .views import save_html, to_html
 
 __all__ = [
     "METHODS",
@@ -39,12 +41,16 @@ __all__ = [
     "TargetError",
     "TokenScores",
     "baseline_token_id",
+    "compare",
     "cost_hints",
     "explain",
     "get_explainer",
     "load_classifier",
     "parse_options",
     "predict",
+    "save_html",
     "supported_methods",
+    "target_for",
+    "to_html",
     "token_limit",
 ]
