@@ -109,23 +109,24 @@ def flatten(explanations: Explanations) -> list["Explanation"]:
     give), or a mapping method → list per text, which is read text by text (each text's methods together)."""
     from .explanation import Explanation
 
+    flat: list[Explanation] = []
     if isinstance(explanations, Explanation):
-        return [explanations]
-    if isinstance(explanations, Mapping):
+        flat = [explanations]
+    elif isinstance(explanations, Mapping):
         runs = [flatten(run) for run in explanations.values()]
         if len({len(run) for run in runs}) > 1:
             raise ExplainerInputError(
                 "The methods of the mapping explain different numbers of texts: give each the same texts."
             )
-        return [exp for row in zip(*runs, strict=True) for exp in row]
-    if isinstance(explanations, Sequence) and not isinstance(explanations, str):
+        flat = [exp for row in zip(*runs, strict=True) for exp in row]
+    elif isinstance(explanations, Sequence) and not isinstance(explanations, str):
         flat = [exp for item in explanations for exp in ([item] if isinstance(item, Explanation) else flatten(item))]
-        if flat:
-            return flat
-    raise ExplainerInputError(
-        f"Nothing to show in {type(explanations).__name__} {explanations!r:.60}: pass an Explanation, a list of "
-        "them (as explain() returns), or a mapping method → list."
-    )
+    if not flat:
+        raise ExplainerInputError(
+            f"Nothing to show in {type(explanations).__name__} {explanations!r:.60}: pass an Explanation, a list of "
+            "them (as explain() returns), or a mapping method → list."
+        )
+    return flat
 
 
 def _colour(value: float) -> str:
@@ -189,8 +190,10 @@ def to_html(explanations: Explanations) -> HTML:
 
 
 def save_html(path: str | Path, explanations: Explanations, title: str = "Explanations") -> Path:
-    """Write `to_html(explanations)` as a standalone page (UTF-8) to `path`; returns the path."""
+    """Write `to_html(explanations)` as a standalone page (UTF-8) to `path` (its folder made if need be); returns
+    the path."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     page = (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>\n'
         f"<body><h1>{html.escape(title)}</h1>\n{to_html(explanations)}\n</body></html>\n"
