@@ -498,7 +498,8 @@ def test_the_exported_folder_is_a_docker_space_that_installs_its_own_wheel(label
     docker = (folder / "Dockerfile").read_text()
     python = re.search(r"^FROM python:(\d+\.\d+)-slim$", docker, flags=re.M).group(1)
     assert SpecifierSet(project["requires-python"]).contains(f"{python}.0")
-    assert docker.index(f"COPY --chown=user requirements.txt {labelattn_wheel.name} ./") < docker.index("RUN pip install")
+    copy = f"COPY --chown=user requirements.txt {labelattn_wheel.name} ./"
+    assert docker.index(copy) < docker.index("RUN pip install")
     assert f"GRADIO_SERVER_PORT={export.PORT}" in docker and 'CMD ["python", "app.py"]' in docker
     source = (folder / "app.py").read_text()
     compile(source, "app.py", "exec")
