@@ -84,17 +84,12 @@ def method_title(method: str) -> str:
 
 
 def diagnostics(exp: "Explanation") -> list[str]:
-    """The checks an explanation carries, one sentence each, whichever method made it: completeness where the
-    method reports F(x), F(baseline) and a convergence delta; the sampling error where it reports standard errors
-    of the word scores."""
-    lines = []
-    if exp.score is not None and exp.baseline_score is not None and exp.delta is not None:
-        gap = exp.score - exp.baseline_score
-        lines.append(
-            f"Completeness: the word scores add up to {sum(exp.scores):.4f}, and F(x) − F(baseline) = "
-            f"{exp.score:.4f} − {exp.baseline_score:.4f} = {gap:.4f}; convergence delta {exp.delta:.2e} (more steps "
-            "make it smaller)."
-        )
+    """What an explanation's scores are and the checks it carries, one sentence each, whichever method made it:
+    what they explain and how they add up (`explainers.outputs.describe`: F(x), F(baseline), their sum, the
+    integration error), and the sampling error where the method reports standard errors of the word scores."""
+    from .outputs import describe
+
+    lines = [describe(exp)]
     errors = exp.extras.get("standard_errors")
     if errors:
         lines.append(

@@ -117,7 +117,7 @@ def test_contrast_with_integrated_gradients_and_its_delta(client):
     assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * abs(gap)
     assert gap > 0  # the planted word raises planted over other
     assert max(words_of(highlighted), key=words_of(highlighted).get) == PLANTED_WORD
-    assert "**Why planted rather than other?**" in details and "convergence delta" in details
+    assert "**Why planted rather than other?**" in details and "integration error" in details
 
 
 def test_shap_reports_its_standard_error_within_the_pages_sample_budget(client):
@@ -314,7 +314,7 @@ def test_a_plain_bert_classifier_of_many_classes_is_served_and_explained(bert_di
         assert "".join(piece["token"] for piece in highlighted) == text
         gap = raw["score"] - raw["baseline_score"]
         assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * max(abs(gap), 1e-3)
-        assert "convergence delta" in details
+        assert "integration error" in details
         with pytest.raises(AppError, match="label-attention"):
             explain(bert, text, "label_attention")
         probabilities = bert.predict(text, api_name="/predict")

@@ -10,7 +10,8 @@ import pytest
 from conftest import PLANTED_WORD, make_model
 
 from explainers import ExplainerInputError, Explanation, MethodError, compare, explain, save_html, target_for, to_html
-from explainers.views import diagnostics, flatten, plot, scaled, segments
+from explainers.outputs import describe
+from explainers.views import diagnostics, flatten, method_title, plot, scaled, segments
 
 matplotlib.use("Agg")
 TEXTS = [f"where did the {PLANTED_WORD} go", "who wrote <b>this</b> book"]
@@ -37,7 +38,8 @@ def test_the_table_has_one_row_per_text_and_method_with_words_on_their_sign_colo
     page = to_html(explained)
     rows = re.findall(r"<tr><td>(\d+)</td><td class=\"method\">([^<]*)</td>", page)
     # A text's methods together, in the order given; the text number in the first column.
-    assert rows == [(str(t), m) for t in (1, 2) for m in ("label_attention", "integrated_gradients", "shap")]
+    methods = ("label_attention", "integrated_gradients", "shap")
+    assert rows == [(str(t), html.escape(method_title(m))) for t in (1, 2) for m in methods]
     words = spans_of(page)
     flat = flatten(explained)
     assert [word for _, _, word in words] == [word for exp in flat for word in exp.words]
@@ -53,7 +55,7 @@ def test_the_table_has_one_row_per_text_and_method_with_words_on_their_sign_colo
             planted = row[exp.words.index(PLANTED_WORD)]
             assert planted[0] == "rgba(22, 163, 74, 1.000)", exp.method  # every method finds the planted word
     assert "&lt;" in page and "<b>" not in page  # the text's own markup is escaped
-    assert page.count("Completeness:") == 2 and page.count("Sampling:") == 2  # IG's and SHAP's checks, per text
+    assert page.count("integration error") == 2 and page.count("Sampling:") == 2  # IG's and SHAP's checks, per text
 
 
 def test_notebooks_show_the_table(explained):
@@ -91,13 +93,18 @@ def test_compare_refuses_what_it_cannot_do(model, tokenizer):
 
 def test_diagnostics_say_what_each_explanation_carries(explained):
     ig, shap, attention = (explained[m][0] for m in ("integrated_gradients", "shap", "label_attention"))
-    (completeness,) = diagnostics(ig)
-    assert f"{sum(ig.scores):.4f}" in completeness and f"{ig.score - ig.baseline_score:.4f}" in completeness
-    assert f"{ig.delta:.2e}" in completeness
-    (sampling,) = diagnostics(shap)
+    # What the scores explain, how they add up (and IG's integration error), in the library's one sentence.
+    for exp in (ig, shap, attention):
+        assert diagnostics(exp)[0] == describe(exp)
+    for exp in (ig, shap):
+        assert f"{sum(exp.scores):+.3g}" in describe(exp) and f"{exp.baseline_score:.3g}" in describe(exp)
+    assert f"{ig.delta:+.1e}" in diagnostics(ig)[0] and len(diagnostics(ig)) == 1
+    # The sampling error where the method reports standard errors.
     errors = shap.extras["standard_errors"]
-    assert f"{sum(errors) / len(errors):.2e}" in sampling
-    assert diagnostics(attention) == []
+    assert diagnostics(shap)[1] == (
+        f"Sampling: mean standard error of a word's score {sum(errors) / len(errors):.2e} (more samples make it "
+        "smaller)."
+    )
 
 
 def test_the_heatmap_of_several_explanations(model, tokenizer, explained):

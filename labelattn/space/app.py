@@ -36,7 +36,6 @@ from explainers import (
     METHODS,
     Explanation,
     compare,
-    cost_hints,
     explain,
     load_classifier,
     predict,
@@ -44,7 +43,8 @@ from explainers import (
     token_limit,
 )
 from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
-from explainers.views import diagnostics, plot, question
+from explainers.options import Option, cost_option
+from explainers.views import diagnostics, method_title, plot, question
 from explainers.words import text_problem
 
 from .export import MODEL_FILES
@@ -68,18 +68,6 @@ PREDICTED = "predicted class"
 NO_CONTRAST = "(no other class)"
 PAIR_LABEL = "Second text (for pair classifiers: NLI, paraphrase)"
 
-# Display names, in the order the page lists them; a method registered later is appended under its own name.
-METHOD_NAMES = {
-    "label_attention": "Label attention",
-    "integrated_gradients": "Integrated Gradients",
-    "saliency": "Saliency (gradient)",
-    "input_x_gradient": "Gradient × input",
-    "grad_weighted_attention": "Gradient-weighted attention",
-    "attention_rollout": "Attention rollout",
-    "attention_flow": "Attention flow",
-    "shap": "SHAP (Shapley value sampling)",
-    "random": "Random (baseline)",
-}
 COMPARE_DEFAULT = ("label_attention", "integrated_gradients", "saliency", "input_x_gradient")
 
 # A handful of questions of TREC, the default data set (6 coarse classes), written as the data set writes them.
@@ -134,45 +122,50 @@ def fetch_from_hub(name: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
-    """The option that sets the cost of a method, as the page's slider offers it.
+    """The option that scales a method's cost (`Option.cost`), as the page's slider offers it.
 
     Attributes:
-        method, option: the method and its option (`explainers.cost_hints`).
-        parameter: the slider's API parameter name, `<method>_<option>`.
-        start, bound: where the slider starts (the method's default, capped) and the most the server accepts.
-        fixed: the method's other options capped for interactive use (e.g. Integrated Gradients' `max_steps`).
+        method, option: the method and that option's declaration.
+        fixed: the method's other capped options, fixed at their cap for interactive use (e.g. Integrated
+            Gradients' `max_steps`).
     """
 
     method: str
-    option: str
-    start: int
-    bound: int
+    option: Option
     fixed: dict[str, Any]
 
     @property
     def parameter(self) -> str:
-        return f"{self.method}_{self.option}"
+        """The slider's API parameter name, `<method>_<option>`."""
+        return f"{self.method}_{self.option.name}"
+
+    @property
+    def bound(self) -> int:
+        """The most the server accepts: the option's cap (its default when it declares none)."""
+        return int(self.option.cap if self.option.cap is not None else self.option.default)
+
+    @property
+    def start(self) -> int:
+        """Where the slider starts: the option's default, capped."""
+        return min(int(self.option.default), self.bound)
 
     @classmethod
     def of(cls, method: str) -> "Cost | None":
-        """The cost of `method` from the library's hints; None for a method whose cost no option scales."""
-        hints = cost_hints(method)
-        option = hints["option"]
+        """The cost of `method` from its declared options; None for a method whose cost no option scales."""
+        declared = METHODS[method].all_options()
+        option = cost_option(declared)
         if option is None:
             return None
-        caps = dict(hints["caps"])
-        default = hints["default"]
-        bound = int(caps.pop(option, default))
-        start = min(int(default), bound) if isinstance(default, int | float) else bound
-        return cls(method, option, start, bound, caps)
+        fixed = {o.name: o.cap for o in declared if o.cap is not None and o is not option}
+        return cls(method, option, fixed)
 
     def options(self, value: float | None) -> dict[str, Any]:
         """The options of one request: the slider's `value` (None: where it starts), checked against the bound."""
         value = self.start if value is None else value
         whole = isinstance(value, int | float) and not isinstance(value, bool) and int(value) == value
         if not whole or not 1 <= value <= self.bound:
-            raise ValueError(f"{self.parameter} must be a whole number from 1 to {self.bound}, got {value!r}.")
-        return {self.option: int(value), **self.fixed}
+            raise ValueError(f"{self.parameter} must be a whole number from 1 to {self.bound}, got {value!r:.40}.")
+        return {self.option.name: int(value), **self.fixed}
 
 
 class Backend:
@@ -192,10 +185,9 @@ class Backend:
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
         self.lock = threading.Lock()
         supported = supported_methods(self.model, self.tokenizer)
-        order = [*(m for m in METHOD_NAMES if m in supported), *sorted(set(supported) - set(METHOD_NAMES))]
-        # The methods this model can use, in page order, and why the others cannot.
-        self.methods = [m for m in order if supported[m] is None]
-        self.unsupported = {m: supported[m] for m in order if supported[m] is not None}
+        # The methods this model can use, in the registry's order (`Explainer.order`), and why the others cannot.
+        self.methods = [m for m in METHODS if supported[m] is None]
+        self.unsupported = {m: supported[m] for m in METHODS if supported[m] is not None}
         self.costs = {m: cost for m in self.methods if (cost := Cost.of(m)) is not None}
 
     def describe(self) -> str:
@@ -314,7 +306,7 @@ def target_of(target: str | None, contrast: str | None, predicted: Callable[[], 
 def details_markdown(exp: Explanation, backend: Backend) -> str:
     """What the colours explain, the options, the checks the explanation carries, and whether the text was cut."""
     lines = [
-        f"**{question(exp)}** · {METHOD_NAMES.get(exp.method, exp.method)} · p({exp.target_label}) = "
+        f"**{question(exp)}** · {method_title(exp.method)} · p({exp.target_label}) = "
         f"{exp.probability:.3f}. Words towards +1 pushed towards this class, words towards −1 against it (scores "
         "scaled to the largest)."
     ]
@@ -398,7 +390,7 @@ class Endpoints:
         explained = backend.compare(given, selected, wanted, costs)
         # A method that cannot explain "a rather than b" explained "a" alone (`explainers.target_for`): say so.
         pair = isinstance(wanted, tuple)
-        alone = [METHOD_NAMES.get(m, m) for m, exp in explained.items() if pair and exp.contrast is None]
+        alone = [method_title(m) for m, exp in explained.items() if pair and exp.contrast is None]
         asked = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
         note = f"**{asked}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
         if any(exp.truncated for exp in explained.values()):
@@ -436,7 +428,7 @@ class CompareTab:
 
 
 def method_choices(backend: Backend) -> list[tuple[str, str]]:
-    return [(METHOD_NAMES.get(m, m), m) for m in backend.methods]
+    return [(method_title(m), m) for m in backend.methods]
 
 
 def input_boxes() -> tuple[gr.Textbox, gr.Textbox]:
@@ -469,7 +461,8 @@ def cost_sliders(backend: Backend) -> dict[str, gr.Slider]:
                 cost.bound,
                 value=cost.start,
                 step=1,
-                label=f"{METHOD_NAMES.get(cost.method, cost.method)}: {cost.option}",
+                label=f"{method_title(cost.method)}: {cost.option.name}",
+                info=cost.option.help,
                 elem_id=cost.parameter,
             )
             for cost in backend.costs.values()
@@ -546,7 +539,7 @@ def compare_tab(backend: Backend) -> CompareTab:
         if backend.unsupported:
             gr.Markdown(
                 "Not available for this model: "
-                + "; ".join(f"{METHOD_NAMES.get(m, m)} ({why})" for m, why in backend.unsupported.items()),
+                + "; ".join(f"{method_title(m)} ({why})" for m, why in backend.unsupported.items()),
                 elem_id="unsupported",
             )
         note = gr.Markdown(elem_id="compare-note")
