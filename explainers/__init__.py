@@ -19,6 +19,7 @@ from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
 from .views import save_html, to_html
+from .zero_shot import ZeroShotClassifier, explain_zero_shot
 
 # Every module of the package is imported, and each method module registers its class (`@register`): a new method
 # is one new module, found here, in `explain`, the command line and the Space with no other edit.
@@ -36,10 +37,12 @@ __all__ = [
     "Predictions",
     "TargetError",
     "TokenScores",
+    "ZeroShotClassifier",
     "baseline_token_id",
     "compare",
     "cost_hints",
     "explain",
+    "explain_zero_shot",
     "get_explainer",
     "load_classifier",
     "parse_options",
