@@ -28,6 +28,7 @@ from packaging.specifiers import SpecifierSet
 from transformers import BertForSequenceClassification
 
 from explainers import LoadError, supported_methods
+from explainers.views import method_title
 from labelattn import space
 from labelattn.space import app, export
 
@@ -178,7 +179,8 @@ def test_compare_shows_the_chosen_methods_side_by_side(client):
         assert "".join(piece["token"] for piece in panel) == text
         assert max(words_of(panel), key=words_of(panel).get) == PLANTED_WORD
     # Label-attention weights cannot explain "planted rather than other": the note says they show "planted" alone.
-    assert "Why planted rather than other?" in note and "label_attention_weights: why planted alone" in note
+    alone = f"{method_title('label_attention_weights')}: why planted alone"
+    assert "Why planted rather than other?" in note and alone in note
     assert "The text was cut" not in note
 
 

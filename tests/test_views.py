@@ -73,13 +73,13 @@ def test_save_html_writes_a_standalone_page(explained, tmp_path):
 
 
 def test_a_pair_target_is_kept_where_the_method_can_take_it(model, tokenizer):
-    asked = ("planted", "other")
-    assert target_for("integrated_gradients", asked) == asked and target_for("label_attention", asked) == "planted"
-    assert target_for("label_attention", [asked, None]) == ["planted", None]
+    asked, weights = ("planted", "other"), "label_attention_weights"  # weights explain no difference of classes
+    assert target_for("integrated_gradients", asked) == asked and target_for(weights, asked) == "planted"
+    assert target_for(weights, [asked, None]) == ["planted", None]
     assert target_for("no-such-method", asked) == asked  # explain refuses it, with its message
-    both = compare(model, tokenizer, TEXTS[0], ["label_attention", "saliency"], target=asked)
-    assert both["saliency"].contrast_label == "other" and both["label_attention"].contrast is None
-    assert both["label_attention"].target_label == both["saliency"].target_label == "planted"
+    both = compare(model, tokenizer, TEXTS[0], [weights, "saliency"], target=asked)
+    assert both["saliency"].contrast_label == "other" and both[weights].contrast is None
+    assert both[weights].target_label == both["saliency"].target_label == "planted"
 
 
 def test_compare_refuses_what_it_cannot_do(model, tokenizer):
