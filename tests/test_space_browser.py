@@ -96,11 +96,11 @@ def test_visitor_explains_asks_another_class_and_sees_errors(browser, planted_em
         choose(page, "contrast", "other")
         page.locator("#explain").click()
         expect(details).to_contain_text("rather than other")
-        choose(page, "method", method_title("label_attention"))
+        choose(page, "method", method_title("label_attention_weights"))  # weights explain no difference
         expect(page.locator("#contrast input")).to_have_value(app.NO_CONTRAST)
         expect(page.locator("#contrast input")).to_be_disabled()
         page.locator("#explain").click()
-        expect(details).to_contain_text("Label attention")
+        expect(details).to_contain_text(method_title("label_attention_weights"))
         expect(details).not_to_contain_text("rather than")
 
         explain(page, "")

@@ -102,7 +102,8 @@ def find_model(model: str | None = None) -> str | None:
         return model
     from labelattn import DEFAULT_MODEL_DIR
 
-    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    # From the working directory as the relative path a user typed it (the page shows it), else from the checkout.
+    for base in (Path(), Path(__file__).resolve().parents[2]):
         if (base / DEFAULT_MODEL_DIR / "config.json").is_file():
             return str(base / DEFAULT_MODEL_DIR)
     return None
