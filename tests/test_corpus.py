@@ -134,7 +134,7 @@ def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp
     out = explain_dataset(model, tokenizer, corpus(6), method="integrated_gradients", progress=False)
     for row in out:
         assert abs(sum(row["scores"]) - (row["score"] - row["baseline_score"])) <= abs(row["delta"]) + 1e-5
-        assert json.loads(row["extras"])["n_steps"] >= 32
+        assert json.loads(row["extras"])["n_steps"] >= 9  # the adaptive rule starts from 9 nodes
 
 
 def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
