@@ -13,10 +13,12 @@ import pkgutil
 
 from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
 from .base import METHODS, Explainer, TokenScores
+from .compare import compare, target_for
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
+from .views import save_html, to_html
 from .zero_shot import ZeroShotClassifier, explain_zero_shot
 
 # Every module of the package is imported, and each method module registers its class (`@register`): a new method
@@ -37,6 +39,7 @@ __all__ = [
     "TokenScores",
     "ZeroShotClassifier",
     "baseline_token_id",
+    "compare",
     "cost_hints",
     "explain",
     "explain_zero_shot",
@@ -44,6 +47,9 @@ __all__ = [
     "load_classifier",
     "parse_options",
     "predict",
+    "save_html",
     "supported_methods",
+    "target_for",
+    "to_html",
     "token_limit",
 ]

@@ -1,16 +1,18 @@
-"""`Explanation`: the one result type of every method, and its views (JSON, Gradio, HTML, heatmap)."""
+"""`Explanation`: the one result type of every method, its checks (a dict sent back, a model it is said to come
+from) and its views (JSON here; Gradio, HTML and heatmaps in `explainers.views`)."""
 
-import html
 import math
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
+from . import views
 from .errors import ExplainerInputError
 
-if TYPE_CHECKING:  # matplotlib is imported only when a plot is asked for
+if TYPE_CHECKING:  # matplotlib and transformers are imported only when a plot or a check is asked for
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -96,6 +98,42 @@ class Explanation:
         values = {**data, "spans": [tuple(span) for span in data["spans"]]}
         return cls(**values)
 
+    def check_against(
+        self,
+        model: "PreTrainedModel",
+        tokenizer: "PreTrainedTokenizerBase | None" = None,
+        max_length: int | None = None,
+    ) -> None:
+        """Raise `ExplainerInputError` unless this explanation can be one of `model`'s (say, a dict sent back by a
+        client, read by `from_dict`): its target and contrast are classes of the model under the model's own label
+        names, its method can explain the model, and its words are those the tokenizer gives for its text (cut to
+        `max_length` tokens as `explain` cut it). `model` may be a pipeline (then `tokenizer=None`)."""
+        from .base import METHODS
+        from .checks import check_max_length
+        from .models import unwrap
+        from .words import tokenize
+
+        model, tokenizer = unwrap(model, tokenizer)
+        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        classes = {"target": (self.target, self.target_label)}
+        if self.contrast is not None or self.contrast_label is not None:
+            classes["contrast"] = (self.contrast, self.contrast_label)
+        for role, (index, label) in classes.items():
+            if not (isinstance(index, int) and 0 <= index < len(labels) and label == labels[index]):
+                raise ExplainerInputError(
+                    f"The explanation's {role} and {role}_label are not a class of this model (its labels are "
+                    f"{labels[:10]}{' …' if len(labels) > 10 else ''}): check it against the model that made it."
+                )
+        if self.method not in METHODS or METHODS[self.method].unsupported(model) is not None:
+            raise ExplainerInputError(f"The explanation's method {self.method!r:.40} cannot explain this model.")
+        given = self.text if self.text_pair is None else (self.text, self.text_pair)
+        limit = check_max_length(max_length, model, tokenizer, pairs=self.text_pair is not None)
+        if tokenize(tokenizer, [given], limit)[0].words != list(self.words):
+            raise ExplainerInputError(
+                "The explanation's words are not the words this tokenizer gives for its text: check it against the "
+                "model, tokenizer and max_length that made it."
+            )
+
     def top_words(self, k: int = 5) -> list[tuple[str, float]]:
         """The `k` words with the highest scores, highest first."""
         order = sorted(range(len(self.words)), key=lambda i: -self.scores[i])
@@ -103,75 +141,31 @@ class Explanation:
 
     def normalized_scores(self) -> list[float]:
         """Scores divided by the largest absolute score, in [-1, 1] (all 0 when every score is 0)."""
-        top = max((abs(s) for s in self.scores), default=0.0)
-        return [s / top if top > 0 and math.isfinite(top) else 0.0 for s in self.scores]
+        return views.scaled(self.scores)
 
     def segments(self) -> list[tuple[str, float | None]]:
-        """The whole text as `(piece, score)`: words with their score in [-1, 1], the text between them with
-        None (a pair: the first text, a blank line, the second). This is the value Gradio's `HighlightedText`
-        reads as a signed colour scale."""
-        pieces: list[tuple[str, float | None]] = []
-        texts = (self.text,) if self.text_pair is None else (self.text, self.text_pair)
-        word_segments = self.word_segments or [0] * len(self.words)
-        values = self.normalized_scores()
-        for segment, text in enumerate(texts):
-            if segment:
-                pieces.append(("\n\n", None))
-            cursor = 0
-            for (start, end), value, own in zip(self.spans, values, word_segments, strict=True):
-                if own != segment:
-                    continue
-                if start > cursor:
-                    pieces.append((text[cursor:start], None))
-                pieces.append((text[start:end], round(value, 4)))
-                cursor = end
-            if cursor < len(text):
-                pieces.append((text[cursor:], None))
-        return pieces
+        """The whole text as `(piece, score)`, the value of Gradio's `HighlightedText` (`views.segments`)."""
+        return views.segments(self)
 
     def to_highlighted_text(self) -> list[tuple[str, float | None]]:
         """The value of a `gradio.HighlightedText` component (see `segments`)."""
         return self.segments()
 
-    def to_html(self) -> str:
-        """A standalone HTML snippet: words on a red (against) to green (for) background, scores on hover."""
-        parts = []
-        for piece, value in self.segments():
-            if value is None:
-                parts.append(html.escape(piece))
-                continue
-            colour = f"rgba(22, 163, 74, {abs(value):.3f})" if value >= 0 else f"rgba(220, 38, 38, {abs(value):.3f})"
-            parts.append(
-                f'<span style="background:{colour};border-radius:3px" title="{value:+.3f}">{html.escape(piece)}</span>'
-            )
-        title = f"{html.escape(self.method)} · {html.escape(self.target_label)} (p={self.probability:.3f})"
-        if self.contrast_label is not None:
-            title += f" rather than {html.escape(self.contrast_label)}"
-        return f'<div class="labelattn-explanation"><div><b>{title}</b></div><p>{"".join(parts)}</p></div>'
+    def to_html(self) -> "views.HTML":
+        """This explanation as a one-row table of `views.to_html` (words on green or red, scores on hover)."""
+        return views.to_html(self)
+
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: the table of `to_html`."""
+        return str(self.to_html())
 
     def plot(self, ax: "Axes | None" = None) -> "Figure":
-        """A matplotlib heatmap: words × classes when the method gives every class (label attention),
-        else one row of word scores. Returns the figure."""
-        import matplotlib.pyplot as plt
-
+        """A matplotlib heatmap: classes × words when the method gives every class (label attention), else one
+        row of word scores (`views.plot` draws several explanations). Returns the figure."""
         if "class_scores" in self.extras:
-            matrix, rows = self.extras["class_scores"], self.extras["labels"]
-        else:
-            matrix, rows = [self.scores], [self.target_label]
-        if ax is None:
-            width = max(4.0, 0.55 * len(self.words) + 1.5)
-            _, ax = plt.subplots(figsize=(width, 0.45 * len(rows) + 1.4))
-        top = max((abs(v) for row in matrix for v in row), default=1.0) or 1.0
-        signed = min(min(row) for row in matrix) < 0
-        image = ax.imshow(
-            matrix, cmap="RdBu_r" if signed else "Reds", vmin=-top if signed else 0, vmax=top, aspect="auto"
-        )
-        ax.set_xticks(range(len(self.words)), self.words, rotation=60, ha="right")
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_title(f"{self.method}: {self.target_label}")
-        ax.figure.colorbar(image, ax=ax)
-        ax.figure.tight_layout()
-        return ax.figure
+            title = f"{views.method_title(self.method)}: every class"
+            return views.heatmap(self.extras["class_scores"], self.extras["labels"], self.words, title, ax)
+        return views.plot(self, ax)
 
 
 def _valid(value: Any, expected: str) -> bool:

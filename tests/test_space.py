@@ -1,5 +1,6 @@
-"""The Gradio Space as its users meet it: through `gradio_client` on loopback, the Space card and requirements,
-the page without a model, the `labelattn space` command. The browser test is in test_space_browser.py."""
+"""The Gradio Space as its users meet it: through `gradio_client` on loopback, the page without a model, the
+`labelattn space` command and the Space folder it exports. The browser test is in test_space_browser.py; the
+exported folder installed in a fresh environment, in test_packaging.py."""
 
 import argparse
 import os
@@ -23,15 +24,15 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from huggingface_hub import SpaceCard
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from transformers import BertForSequenceClassification
 
 from explainers import LoadError, supported_methods
+from explainers.views import method_title
 from labelattn import space
-from labelattn.space import load_app
+from labelattn.space import app, export
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SPACE = REPO_ROOT / "space"
-app = load_app()
 
 
 def free_port() -> int:
@@ -85,29 +86,6 @@ def words_of(highlighted: list[dict]) -> dict[str, float]:
     return {piece["token"]: piece["class_or_confidence"] for piece in highlighted if piece["class_or_confidence"]}
 
 
-def test_space_card_parses_and_matches_the_pinned_gradio():
-    card = SpaceCard.load(SPACE / "README.md")
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    pinned = next(Requirement(r) for r in project["optional-dependencies"]["space"] if r.startswith("gradio"))
-    assert card.data.sdk == "gradio"
-    assert card.data.sdk_version == str(pinned.specifier).removeprefix("==") == gr.__version__
-    assert card.data.python_version == "3.11"  # a string: YAML would read 3.10 as 3.1
-    assert (SPACE / card.data.app_file).is_file()
-    assert card.data.license == project["license"].lower()
-    assert card.data.title and card.data.emoji
-
-
-def test_space_requirements_install_the_explainers_at_this_version():
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    lines = [line.strip() for line in (SPACE / "requirements.txt").read_text().splitlines()]
-    requirements = [Requirement(line) for line in lines if line and not line.startswith(("#", "-"))]
-    ours = [r for r in requirements if r.name == "labelattn"]
-    assert len(ours) == 1, "the Space gets `explainers` from the labelattn package"
-    assert ours[0].specifier.contains(project["version"])
-    # The Space's sdk_version installs Gradio; a second pin here could only disagree with it.
-    assert not [r for r in requirements if r.name == "gradio"]
-
-
 def test_explain_shows_prediction_and_word_scores(client):
     text = f"what {PLANTED_WORD} was in the water"
     prediction, highlighted, details, raw = explain(client, text)
@@ -126,7 +104,7 @@ def test_target_selector_explains_another_class(client):
     _, _, details, raw = explain(client, text, target="other")
     assert raw["target_label"] == "other" and raw["contrast_label"] is None
     assert raw["probability"] < 0.1  # the model's probability of the class asked for, not of its prediction
-    assert "Why **other**" in details
+    assert "**Why other?**" in details
 
 
 def test_contrast_with_integrated_gradients_and_its_delta(client):
@@ -140,13 +118,13 @@ def test_contrast_with_integrated_gradients_and_its_delta(client):
     assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * abs(gap)
     assert gap > 0  # the planted word raises planted over other
     assert max(words_of(highlighted), key=words_of(highlighted).get) == PLANTED_WORD
-    assert "rather than **other**" in details and "convergence delta" in details
+    assert "**Why planted rather than other?**" in details and "integration error" in details
 
 
 def test_shap_reports_its_standard_error_within_the_pages_sample_budget(client):
     _, highlighted, details, raw = explain(client, f"the {PLANTED_WORD} can find water", "shap", shap_max_samples=8)
     assert raw["options"]["max_samples"] == 8 and len(raw["extras"]["standard_errors"]) == len(raw["words"])
-    assert "SHAP: mean standard error" in details
+    assert "mean standard error" in details
     assert max(words_of(highlighted), key=words_of(highlighted).get) == PLANTED_WORD
 
 
@@ -176,6 +154,21 @@ def test_heatmap_and_predict_endpoints(client):
     assert abs(sum(probabilities.values()) - 1) < 1e-5
 
 
+def test_every_endpoint_takes_a_single_text_by_keyword(client):
+    """The second text is optional everywhere: a client names only what it needs (issue 19.6)."""
+    text = f"a {PLANTED_WORD} here"
+    assert client.predict(text=text, api_name="/predict")["planted"] > 0.9
+    prediction, _, _, raw = client.predict(text=text, method="saliency", api_name="/explain")
+    assert prediction["label"] == "planted" and raw["text_pair"] is None and raw["method"] == "saliency"
+    note, *panels = client.predict(text=text, selected=["saliency"], api_name="/compare")
+    assert "Why this class?" in note and sum(panel is not None for panel in panels) == 1
+    assert client.predict(text=text, api_name="/heatmap")["type"] == "matplotlib"
+    parameters = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for endpoint in ("/predict", "/explain", "/compare", "/heatmap"):
+        pair = next(p for p in parameters[endpoint]["parameters"] if p["parameter_name"] == "text_pair")
+        assert pair["parameter_has_default"], endpoint
+
+
 def test_compare_shows_the_chosen_methods_side_by_side(client):
     text = f"the {PLANTED_WORD} said no"
     chosen = ["label_attention_weights", "integrated_gradients"]
@@ -186,7 +179,8 @@ def test_compare_shows_the_chosen_methods_side_by_side(client):
         assert "".join(piece["token"] for piece in panel) == text
         assert max(words_of(panel), key=words_of(panel).get) == PLANTED_WORD
     # Label-attention weights cannot explain "planted rather than other": the note says they show "planted" alone.
-    assert "Why planted rather than other?" in note and "label_attention_weights: why planted alone" in note
+    alone = f"{method_title('label_attention_weights')}: why planted alone"
+    assert "Why planted rather than other?" in note and alone in note
     assert "The text was cut" not in note
 
 
@@ -211,34 +205,63 @@ def huge_explanation(client: Client) -> dict:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda c: explain(c, "   "), "The text is empty"),
+        (lambda c: explain(c, "   "), "The text is empty or only whitespace"),
         (lambda c: explain(c, "x" * (app.MAX_CHARS + 1)), f"at most {app.MAX_CHARS}"),
         (
             lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps=10_000),
-            "maximum value 64",
+            "integrated_gradients_n_steps must be a whole number from 1 to 64, got 10000",
         ),
         (lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps=2.5), "n_steps"),
+        # A value of the wrong type is named, not Gradio's generic "the upstream app raised an exception" (20.12).
+        (
+            lambda c: explain(c, "a zebra", "integrated_gradients", integrated_gradients_n_steps="abc"),
+            "integrated_gradients_n_steps must be a whole number from 1 to 64, got 'abc'",
+        ),
+        (
+            lambda c: c.predict(
+                "a zebra", "", "planted", app.NO_CONTRAST, ["shap"], shap_max_samples=[3], api_name="/compare"
+            ),
+            "shap_max_samples must be a whole number from 1 to 64, got [3]",
+        ),
+        (lambda c: explain(c, 12345), "The text is a int, not a str"),
+        (
+            lambda c: c.predict("a zebra", "", "planted", app.NO_CONTRAST, "shap", api_name="/compare"),
+            "a list of method",
+        ),
+        (
+            lambda c: c.predict("a zebra", "", "planted", app.NO_CONTRAST, ["nope"], api_name="/compare"),
+            "'nope' is not available",
+        ),
         (lambda c: explain(c, "a zebra", text_pair="x" * (app.MAX_CHARS + 1)), "The second text has"),
-        (lambda c: explain(c, "a zebra", "shap", shap_max_samples=65), "maximum value 64"),
+        (lambda c: explain(c, "a zebra", "shap", shap_max_samples=65), "from 1 to 64, got 65"),
         # Targets are the library's to resolve: a class against itself, a class the model lacks, a method it lacks.
         (lambda c: explain(c, "a zebra", "saliency", target="other", contrast="other"), "names class 'other' twice"),
         (lambda c: explain(c, "a zebra", "saliency", target="HUM"), "Unknown target label 'HUM'"),
         (lambda c: explain(c, "a zebra", "attention_flow"), "not available for this model: the method follows"),
         (lambda c: explain(c, "a zebra", "label_attention_weights", contrast="other"), "cannot explain a pair target"),
         (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
-        # /predict takes what a client sends, unconverted: a text that is not a string is said to be one.
-        (lambda c: c.predict(12345, api_name="/predict"), "The text must be a string, got int"),
-        (lambda c: c.predict({"text": "a zebra"}, api_name="/predict"), "The text must be a string, got dict"),
-        (lambda c: c.predict(["a zebra"], api_name="/predict"), "The text must be a string, got list"),
+        # The endpoints take what a client sends, unconverted: a text that is not a string is said to be one.
+        (lambda c: c.predict(12345, api_name="/predict"), "The text is a int, not a str"),
+        (lambda c: c.predict({"text": "a zebra"}, api_name="/predict"), "The text is a dict, not a str"),
+        (lambda c: c.predict(["a zebra"], api_name="/predict"), "The text is a list, not a str"),
         # /faithfulness takes a dict from the client: its text is bounded like any other, every field checked,
         # its classes checked against the model's (a label is shown in the page's Markdown, never echoed raw).
         (lambda c: c.predict(huge_explanation(c), api_name="/faithfulness"), f"at most {app.MAX_CHARS}"),
         (lambda c: c.predict({"text": "a zebra"}, api_name="/faithfulness"), "Explanation"),
-        (lambda c: c.predict(tampered(c, text=12345), api_name="/faithfulness"), "text must be a string, got int"),
+        (lambda c: c.predict(tampered(c, text=12345), api_name="/faithfulness"), "The text is a int, not a str"),
         (lambda c: c.predict(tampered(c, spans="notalist"), api_name="/faithfulness"), "spans"),
         (lambda c: c.predict(tampered(c, target_label="**HACKED**"), api_name="/faithfulness"), "not a class of"),
         (lambda c: c.predict(tampered(c, target=7), api_name="/faithfulness"), "not a class of this model"),
-        (lambda c: c.predict(tampered(c, method="nope"), api_name="/faithfulness"), "method"),
+        (lambda c: c.predict(tampered(c, method="nope"), api_name="/faithfulness"), "method 'nope' cannot explain"),
+        # Words that are not the tokenizer's for the text: refused before any measure is made.
+        (lambda c: c.predict(tampered(c, words=["a", "hippo", "here"]), api_name="/faithfulness"), "not at its span"),
+        (
+            lambda c: c.predict(
+                tampered(c, text="a zebra there", words=["a", "zebra"], spans=[[0, 1], [2, 7]], scores=[0.0, 1.0]),
+                api_name="/faithfulness",
+            ),
+            "not the words this tokenizer gives",
+        ),
     ],
 )
 def test_bad_requests_get_the_apps_message(client, call, message):
@@ -293,7 +316,7 @@ def test_a_plain_bert_classifier_of_many_classes_is_served_and_explained(bert_di
         assert "".join(piece["token"] for piece in highlighted) == text
         gap = raw["score"] - raw["baseline_score"]
         assert abs(sum(raw["scores"]) - gap) <= abs(raw["delta"]) + 1e-3 * max(abs(gap), 1e-3)
-        assert "convergence delta" in details
+        assert "integration error" in details
         with pytest.raises(AppError, match="label-attention"):
             explain(bert, text, "label_attention")
         probabilities = bert.predict(text, api_name="/predict")
@@ -305,13 +328,13 @@ def test_a_pair_is_explained_word_by_word_in_both_texts(bert_dir):
     premise, hypothesis = "A man plays a guitar .", "Nobody makes music ."
     with running_app(bert_dir) as url:
         bert = Client(url, verbose=False)
-        _, _, _, raw = explain(bert, premise, "saliency", text_pair=hypothesis)
+        _, _, _, raw = bert.predict(text=premise, text_pair=hypothesis, method="saliency", api_name="/explain")
         assert raw["text"] == premise and raw["text_pair"] == hypothesis
         assert set(raw["word_segments"]) == {0, 1}
         for word, (start, end), segment in zip(raw["words"], raw["spans"], raw["word_segments"], strict=True):
             assert word == (premise, hypothesis)[segment][start:end]
-        alone = bert.predict(premise, api_name="/predict")
-        paired = bert.predict(premise, hypothesis, api_name="/predict")
+        alone = bert.predict(text=premise, api_name="/predict")
+        paired = bert.predict(text=premise, text_pair=hypothesis, api_name="/predict")
         assert alone != paired  # the second text reaches the model
         assert "comprehensiveness" in bert.predict(raw, api_name="/faithfulness")
 
@@ -341,8 +364,8 @@ def test_a_space_fetches_a_hub_model_without_pickle_weights_and_nothing_offline(
     monkeypatch.setattr(app.hub_constants, "HF_HUB_OFFLINE", False)
     app.fetch_from_hub(planted_dir)  # a local folder
     app.fetch_from_hub("org/classifier")
-    assert fetched == [("org/classifier", {"allow_patterns": app.HUB_FILES})]
-    assert not any(fnmatch(name, pattern) for name in ("pytorch_model.bin", "x.py") for pattern in app.HUB_FILES)
+    assert fetched == [("org/classifier", {"allow_patterns": export.MODEL_FILES})]
+    assert not any(fnmatch(name, pattern) for name in ("pytorch_model.bin", "x.py") for pattern in export.MODEL_FILES)
     monkeypatch.setattr(app.hub_constants, "HF_HUB_OFFLINE", True)
     app.fetch_from_hub("org/other")
     assert len(fetched) == 1
@@ -425,24 +448,95 @@ def test_twenty_concurrent_clients_each_get_their_own_answer(client):
             assert max(scores, key=scores.get) == PLANTED_WORD
 
 
-@pytest.mark.slow
-def test_python_app_py_serves_like_a_space(planted_dir, tmp_path):
-    """`python app.py` in the space folder, configured by the environment only, as a Space runs it."""
+@contextmanager
+def app_process(python: str, folder, env: dict[str, str], log):
+    """`python app.py` in `folder` with the environment `env` (plus a free port), as a Space starts it; yields a
+    client once the page answers."""
     port = free_port()
-    env = {**os.environ, app.MODEL_ENV: planted_dir, "GRADIO_SERVER_PORT": str(port)}
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=SPACE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    env = {**env, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    with open(log, "w") as out:
+        server = subprocess.Popen([python, "app.py"], cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            assert server.poll() is None, Path(log).read_text()
             try:
                 client = Client(f"http://127.0.0.1:{port}/", verbose=False)
                 break
             except Exception:
-                assert time.monotonic() < deadline, "the app did not answer within 120 s"
+                assert time.monotonic() < deadline, f"the app did not answer within 180 s:\n{Path(log).read_text()}"
                 time.sleep(0.5)
-        assert client.predict(f"a {PLANTED_WORD} here", api_name="/predict")["planted"] > 0.9
+        yield client
     finally:
         server.terminate()
         server.wait(30)
+
+
+@pytest.fixture(scope="session")
+def labelattn_wheel(tmp_path_factory) -> Path:
+    """A wheel of this checkout, built as `labelattn space --export` builds it."""
+    return export.build_wheel(export.checkout_root(), tmp_path_factory.mktemp("wheel"))
+
+
+def test_the_exported_folder_is_a_docker_space_that_installs_its_own_wheel(labelattn_wheel, tmp_path):
+    folder = export.export_space(tmp_path / "space", "you/trec-embedding", labelattn_wheel)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["Dockerfile", "README.md", "app.py", "requirements.txt", labelattn_wheel.name]
+    )
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    card = SpaceCard.load(folder / "README.md")
+    assert card.data.sdk == "docker" and card.data.app_port == export.PORT
+    assert card.data.license == project["license"].lower() and card.data.models == ["you/trec-embedding"]
+    assert card.data.title and card.data.emoji and len(card.data.short_description) <= 60
+    # requirements.txt: CPU torch at the project's pin, the wheel of the folder, the Gradio the app is written for.
+    lines = [line for line in (folder / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
+    assert lines[0] == f"--extra-index-url {export.CPU_TORCH_INDEX}"
+    pins = {Requirement(line).name: Requirement(line) for line in lines[1:] if not line.startswith("./")}
+    torch_pin = next(Requirement(r) for r in project["dependencies"] if r.startswith("torch"))
+    assert str(pins["torch"].specifier) == f"{torch_pin.specifier}+cpu"
+    assert str(pins["gradio"].specifier) == f"=={gr.__version__}"
+    assert f"./{labelattn_wheel.name}" in lines and set(pins) == {"torch", "gradio"}
+    # The Dockerfile copies the wheel in before installing, serves on the card's port, runs app.py.
+    docker = (folder / "Dockerfile").read_text()
+    python = re.search(r"^FROM python:(\d+\.\d+)-slim$", docker, flags=re.M).group(1)
+    assert SpecifierSet(project["requires-python"]).contains(f"{python}.0")
+    copy = f"COPY --chown=user requirements.txt {labelattn_wheel.name} ./"
+    assert docker.index(copy) < docker.index("RUN pip install")
+    assert f"GRADIO_SERVER_PORT={export.PORT}" in docker and 'CMD ["python", "app.py"]' in docker
+    source = (folder / "app.py").read_text()
+    compile(source, "app.py", "exec")
+    assert "os.environ.setdefault(MODEL_ENV, 'you/trec-embedding')" in source
+
+
+def test_an_export_refuses_before_writing(labelattn_wheel, tmp_path, monkeypatch):
+    taken = tmp_path / "taken"
+    (taken / "x").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="not an empty folder"):
+        export.export_space(taken, None, labelattn_wheel)
+    with pytest.raises(export.ExportError, match="neither a model folder nor a Hub repo id"):
+        export.export_space(tmp_path / "a", "not a/valid/id", labelattn_wheel)
+    with pytest.raises(LoadError):
+        export.export_space(tmp_path / "b", str(taken), labelattn_wheel)  # a folder that holds no model
+    with pytest.raises(export.ExportError, match="not a labelattn wheel"):
+        export.export_space(tmp_path / "c", None, tmp_path / "labelattn.tar.gz")
+    # Installed from a wheel, there is no checkout to build one from: the message says to pass --wheel.
+    monkeypatch.setattr(export, "__file__", str(tmp_path / "site-packages" / "labelattn" / "space" / "export.py"))
+    with pytest.raises(FileNotFoundError, match="--wheel"):
+        export.export_space(tmp_path / "d")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"], "nothing written, not even a staging folder"
+
+
+@pytest.mark.slow
+def test_an_exported_space_with_its_model_runs_with_python_app_py(labelattn_wheel, planted_dir, tmp_path):
+    """`labelattn space --export DIR --model FOLDER` copies the model in (its safetensors, config and tokenizer,
+    nothing else), and `python app.py` there serves it with no LABELATTN_MODEL set. (Here this checkout's package
+    runs the app; test_packaging.py installs the folder's own requirements in a fresh environment.)"""
+    folder = tmp_path / "space"
+    assert space_command("--export", str(folder), "--model", planted_dir, "--wheel", str(labelattn_wheel)) == 0
+    copied = {p.name for p in (folder / export.BUNDLED_MODEL).iterdir()}
+    assert "model.safetensors" in copied and "config.json" in copied and "tokenizer.json" in copied
+    assert all(any(fnmatch(name, pattern) for pattern in export.MODEL_FILES) for name in copied)
+    assert f"the folder `{export.BUNDLED_MODEL}/`" in (folder / "README.md").read_text()
+    env = {k: v for k, v in os.environ.items() if k != app.MODEL_ENV}
+    with app_process(sys.executable, folder, env, tmp_path / "server.log") as client:
+        assert client.predict(text=f"a {PLANTED_WORD} here", api_name="/predict")["planted"] > 0.9

@@ -13,6 +13,8 @@ import pytest
 from conftest import PLANTED_WORD, save_model
 from test_space import app, bert_dir, running_app  # noqa: F401 (bert_dir: a fixture)
 
+from explainers.views import method_title
+
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.slow,
@@ -89,16 +91,16 @@ def test_visitor_explains_asks_another_class_and_sees_errors(browser, planted_em
         expect(prediction).to_contain_text("planted")  # the prediction itself does not change
 
         # "Rather than" with IG, then a method that cannot take it: the greyed-out box is cleared, Explain works.
-        choose(page, "method", app.METHOD_NAMES["integrated_gradients"])
+        choose(page, "method", method_title("integrated_gradients"))
         choose(page, "target", "planted")
         choose(page, "contrast", "other")
         page.locator("#explain").click()
         expect(details).to_contain_text("rather than other")
-        choose(page, "method", app.METHOD_NAMES["label_attention"])
+        choose(page, "method", method_title("label_attention_weights"))  # weights explain no difference
         expect(page.locator("#contrast input")).to_have_value(app.NO_CONTRAST)
         expect(page.locator("#contrast input")).to_be_disabled()
         page.locator("#explain").click()
-        expect(details).to_contain_text("Label attention")
+        expect(details).to_contain_text(method_title("label_attention_weights"))
         expect(details).not_to_contain_text("rather than")
 
         explain(page, "")
@@ -120,10 +122,10 @@ def test_visitor_explains_a_pair_with_a_plain_bert_classifier(browser, bert_dir)
         page = open_page(browser, url)
         page.locator("#text textarea").fill(premise)
         page.locator("#text-pair textarea").fill(hypothesis)
-        choose(page, "method", app.METHOD_NAMES["integrated_gradients"])
+        choose(page, "method", method_title("integrated_gradients"))
         page.locator("#explain").click()
         details = page.locator("#details")
-        expect(details).to_contain_text("convergence delta")
+        expect(details).to_contain_text("integration error")
         expect(page.locator("#highlight")).to_contain_text("guitar")
         expect(page.locator("#highlight")).to_contain_text("music")
         expect(page.locator("#faithfulness")).to_contain_text("comprehensiveness")
@@ -131,8 +133,8 @@ def test_visitor_explains_a_pair_with_a_plain_bert_classifier(browser, bert_dir)
 
         page.get_by_role("tab", name="Compare methods").click()
         methods = page.locator("#compare-methods")
-        expect(methods).to_contain_text(app.METHOD_NAMES["attention_rollout"])
-        expect(methods).not_to_contain_text(app.METHOD_NAMES["label_attention"])
+        expect(methods).to_contain_text(method_title("attention_rollout"))
+        expect(methods).not_to_contain_text(method_title("label_attention"))
         expect(page.locator("#unsupported")).to_contain_text("label-attention")
         page.locator("#compare").click()
         expect(page.locator("#compare-note")).to_contain_text("Why this class?")
@@ -155,9 +157,9 @@ def test_screenshot(browser, planted_embedding_model, tokenizer, tmp_path):
     with running_app(model) as url:
         page = open_page(browser, url)
         page.locator("#text textarea").fill(app.EXAMPLES[0])
-        choose(page, "method", app.METHOD_NAMES["integrated_gradients"])
+        choose(page, "method", method_title("integrated_gradients"))
         page.locator("#explain").click()
-        expect(page.locator("#details")).to_contain_text("convergence delta")
+        expect(page.locator("#details")).to_contain_text("integration error")
         expect(page.locator("#heatmap img")).to_be_visible()
         expect(page.locator("#faithfulness")).to_contain_text("comprehensiveness")
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,15 @@
 """The labelattn Space: classify a text with any text classifier and see why it decided, by every method that fits.
 
-Run it locally with `labelattn space [MODEL]`, or `python app.py` here (and on a Hugging Face Space, unchanged).
-The model is `MODEL`, else the environment variable `LABELATTN_MODEL` (a Hub repo id or a local folder of any
-transformers sequence classifier), else the default model that `labelattn train` saves. Tests and the CLI build the
-page with `build_demo(model)` and serve it with `launch(demo, ...)`.
+Run it locally with `labelattn space [MODEL]` or `python -m labelattn.space.app`; a folder written by
+`labelattn space --export DIR` runs it on a Hugging Face Space (its `app.py` calls `main`). The model is `MODEL`,
+else the environment variable `LABELATTN_MODEL` (a Hub repo id or a local folder of any transformers sequence
+classifier), else the default model that `labelattn train` saves. Tests and the CLI build the page with
+`build_demo(model)` and serve it with `launch(demo, ...)`.
 
-The page is a thin shell over the public `explainers` API: the library loads the model, predicts, resolves targets,
-says which methods fit the model and what bounds their cost; this file checks the inputs and draws the results.
+The page lays out components and wires events over the public `explainers` API: the library loads the model,
+predicts, resolves targets, says which methods fit the model and what bounds their cost, checks an explanation
+sent back against the model, compares methods, plots and summarises; this file bounds the inputs of a public
+demo and shapes the results for Gradio.
 """
 
 import dataclasses
@@ -32,7 +35,7 @@ from matplotlib.figure import Figure
 from explainers import (
     METHODS,
     Explanation,
-    cost_hints,
+    compare,
     explain,
     load_classifier,
     predict,
@@ -40,6 +43,11 @@ from explainers import (
     token_limit,
 )
 from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
+from explainers.options import Option, cost_option
+from explainers.views import diagnostics, method_title, plot, question
+from explainers.words import text_problem
+
+from .export import MODEL_FILES
 
 logger = logging.getLogger("labelattn.space")
 
@@ -56,25 +64,10 @@ QUEUE_SIZE = 64
 # the label-attention heatmap.
 TOP_CLASSES = 10
 
-# What a Space fetches of a Hub model: config, tokenizer and safetensors weights; never pickle weights or code.
-HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
-
 PREDICTED = "predicted class"
 NO_CONTRAST = "(no other class)"
 PAIR_LABEL = "Second text (for pair classifiers: NLI, paraphrase)"
 
-# Display names, in the order the page lists them; a method registered later is appended under its own name.
-METHOD_NAMES = {
-    "label_attention": "Label attention",
-    "integrated_gradients": "Integrated Gradients",
-    "saliency": "Saliency (gradient)",
-    "input_x_gradient": "Gradient × input",
-    "grad_weighted_attention": "Gradient-weighted attention",
-    "attention_rollout": "Attention rollout",
-    "attention_flow": "Attention flow",
-    "shap": "SHAP (Shapley value sampling)",
-    "random": "Random (baseline)",
-}
 COMPARE_DEFAULT = ("label_attention", "integrated_gradients", "saliency", "input_x_gradient")
 
 # A handful of questions of TREC, the default data set (6 coarse classes), written as the data set writes them.
@@ -103,13 +96,14 @@ cache (on a Hugging Face Space, set it as a variable of the Space).
 
 def find_model(model: str | None = None) -> str | None:
     """The model to serve: `model`, else `$LABELATTN_MODEL`, else the default trained model if it exists (looked
-    for from the working directory and from the repository holding this file), else None."""
+    for from the working directory and from the checkout holding this package, if it is one), else None."""
     model = model or os.environ.get(MODEL_ENV)
     if model:
         return model
     from labelattn import DEFAULT_MODEL_DIR
 
-    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+    # From the working directory as the relative path a user typed it (the page shows it), else from the checkout.
+    for base in (Path(), Path(__file__).resolve().parents[2]):
         if (base / DEFAULT_MODEL_DIR / "config.json").is_file():
             return str(base / DEFAULT_MODEL_DIR)
     return None
@@ -122,52 +116,57 @@ def fetch_from_hub(name: str) -> None:
     if Path(name).expanduser().exists() or hub_constants.HF_HUB_OFFLINE:
         return
     try:
-        snapshot_download(name, allow_patterns=HUB_FILES)
+        snapshot_download(name, allow_patterns=MODEL_FILES)
     except Exception as error:  # no network, no such repo, no access: any of them leaves the cache as it was
         logger.warning("Could not fetch %s from the Hub (%s): reading the cache only.", name, error)
 
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
-    """The option that sets the cost of a method, as the page's slider offers it.
+    """The option that scales a method's cost (`Option.cost`), as the page's slider offers it.
 
     Attributes:
-        method, option: the method and its option (`explainers.cost_hints`).
-        parameter: the slider's API parameter name, `<method>_<option>`.
-        start, bound: where the slider starts (the method's default, capped) and the most the server accepts.
-        fixed: the method's other options capped for interactive use (e.g. Integrated Gradients' `max_steps`).
+        method, option: the method and that option's declaration.
+        fixed: the method's other capped options, fixed at their cap for interactive use (e.g. Integrated
+            Gradients' `max_steps`).
     """
 
     method: str
-    option: str
-    start: int
-    bound: int
+    option: Option
     fixed: dict[str, Any]
 
     @property
     def parameter(self) -> str:
-        return f"{self.method}_{self.option}"
+        """The slider's API parameter name, `<method>_<option>`."""
+        return f"{self.method}_{self.option.name}"
+
+    @property
+    def bound(self) -> int:
+        """The most the server accepts: the option's cap (its default when it declares none)."""
+        return int(self.option.cap if self.option.cap is not None else self.option.default)
+
+    @property
+    def start(self) -> int:
+        """Where the slider starts: the option's default, capped."""
+        return min(int(self.option.default), self.bound)
 
     @classmethod
     def of(cls, method: str) -> "Cost | None":
-        """The cost of `method` from the library's hints; None for a method whose cost no option scales."""
-        hints = cost_hints(method)
-        option = hints["option"]
+        """The cost of `method` from its declared options; None for a method whose cost no option scales."""
+        declared = METHODS[method].all_options()
+        option = cost_option(declared)
         if option is None:
             return None
-        caps = dict(hints["caps"])
-        default = hints["default"]
-        bound = int(caps.pop(option, default))
-        start = min(int(default), bound) if isinstance(default, int | float) else bound
-        return cls(method, option, start, bound, caps)
+        fixed = {o.name: o.cap for o in declared if o.cap is not None and o is not option}
+        return cls(method, option, fixed)
 
     def options(self, value: float | None) -> dict[str, Any]:
         """The options of one request: the slider's `value` (None: where it starts), checked against the bound."""
         value = self.start if value is None else value
         whole = isinstance(value, int | float) and not isinstance(value, bool) and int(value) == value
         if not whole or not 1 <= value <= self.bound:
-            raise ValueError(f"{self.parameter} must be a whole number from 1 to {self.bound}, got {value!r}.")
-        return {self.option: int(value), **self.fixed}
+            raise ValueError(f"{self.parameter} must be a whole number from 1 to {self.bound}, got {value!r:.40}.")
+        return {self.option.name: int(value), **self.fixed}
 
 
 class Backend:
@@ -187,10 +186,9 @@ class Backend:
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
         self.lock = threading.Lock()
         supported = supported_methods(self.model, self.tokenizer)
-        order = [*(m for m in METHOD_NAMES if m in supported), *sorted(set(supported) - set(METHOD_NAMES))]
-        # The methods this model can use, in page order, and why the others cannot.
-        self.methods = [m for m in order if supported[m] is None]
-        self.unsupported = {m: supported[m] for m in order if supported[m] is not None}
+        # The methods this model can use, in the registry's order (`Explainer.order`), and why the others cannot.
+        self.methods = [m for m in METHODS if supported[m] is None]
+        self.unsupported = {m: supported[m] for m in METHODS if supported[m] is not None}
         self.costs = {m: cost for m in self.methods if (cost := Cost.of(m)) is not None}
 
     def describe(self) -> str:
@@ -207,15 +205,46 @@ class Backend:
             predictions = predict(self.model, self.tokenizer, [text], max_length=self.max_tokens)
         return dict(zip(predictions.labels, predictions.probabilities[0].tolist(), strict=True))
 
-    def explain(self, text: str | tuple[str, str], method: str, target: Any = None, **options) -> Any:
-        """`explainers.explain` of one text or pair (cut to `max_tokens`), for a method that fits the model."""
+    def check_method(self, method: Any) -> None:
+        """Refuse a method this model cannot use, saying why (or which it can use)."""
         if method not in self.methods:
             reason = self.unsupported.get(method, f"choose one of {self.methods}")
-            raise ValueError(f"The method {method!r} is not available for this model: {reason}")
+            raise ValueError(f"The method {method!r:.60} is not available for this model: {reason}")
+
+    def explain(self, text: str | tuple[str, str], method: str, target: Any = None, **options) -> Any:
+        """`explainers.explain` of one text or pair (cut to `max_tokens`), for a method that fits the model."""
+        self.check_method(method)
         with self.lock:
             return explain(
                 self.model, self.tokenizer, text, method=method, target=target, max_length=self.max_tokens, **options
             )
+
+    def compare(
+        self, text: str | tuple[str, str], methods: list[str], target: Any, sliders: dict[str, float | None]
+    ) -> dict[str, Explanation]:
+        """`explainers.compare` of one text or pair by several methods (each once), each bounded by its slider."""
+        for method in methods:
+            self.check_method(method)
+        methods = list(dict.fromkeys(methods))
+        options = {method: self.cost_options(method, sliders) for method in methods}
+        with self.lock:
+            return compare(
+                self.model, self.tokenizer, text, methods, target, options=options, max_length=self.max_tokens
+            )
+
+    def check_explanation(self, explanation: Any) -> Explanation:
+        """A client's explanation dict as an `Explanation`: its texts bounded like any other, every field checked
+        (`Explanation.from_dict`), and checked to be one of this model's (`Explanation.check_against`: its classes
+        under their labels, its method, its words)."""
+        if not isinstance(explanation, dict) or not explanation:
+            raise ValueError("No explanation yet: run Explain first, and pass the dict it returns unchanged.")
+        checked_text(explanation.get("text"))
+        if explanation.get("text_pair") is not None:
+            checked_text(explanation["text_pair"], "second text")
+        exp = Explanation.from_dict(explanation)
+        with self.lock:
+            exp.check_against(self.model, self.tokenizer, max_length=self.max_tokens)
+        return exp
 
     def cost_options(self, method: str, sliders: dict[str, float | None]) -> dict[str, Any]:
         """The options bounding the cost of `method`, from the sliders' values (API parameter → value)."""
@@ -247,13 +276,12 @@ def user_errors(fn: Callable) -> Callable:
 
 
 def checked_text(text: Any, name: str = "text", max_chars: int = MAX_CHARS) -> str:
-    """`text` from a text box or an API client: a non-empty string of at most `max_chars` characters."""
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise TypeError(f"The {name} must be a string, got {type(text).__name__}.")
-    if not text.strip():
-        raise ValueError(f"The {name} is empty: type a sentence or pick one of the examples.")
+    """`text` from a text box or an API client: a text (`explainers.words.text_problem`; an empty box sends None
+    or "") of at most `max_chars` characters."""
+    problem = text_problem("" if text is None else text)
+    if problem is not None:
+        error = ValueError if isinstance(text, str | None) else TypeError
+        raise error(f"The {name} {problem}: type a sentence or pick one of the examples.")
     if len(text) > max_chars:
         raise ValueError(f"The {name} has {len(text)} characters; this demo takes at most {max_chars}.")
     return text
@@ -277,30 +305,15 @@ def target_of(target: str | None, contrast: str | None, predicted: Callable[[], 
 
 
 def details_markdown(exp: Explanation, backend: Backend) -> str:
-    """What the colours explain, and the checks a reader needs: truncation, IG's completeness, SHAP's error."""
-    name = METHOD_NAMES.get(exp.method, exp.method)
-    question = f"Why **{exp.target_label}**"
-    if exp.contrast_label is not None:
-        question += f" rather than **{exp.contrast_label}**"
+    """What the colours explain, the options, the checks the explanation carries, and whether the text was cut."""
     lines = [
-        f"{question}? · {name} · p({exp.target_label}) = {exp.probability:.3f}. "
-        "Words towards +1 pushed towards this class, words towards −1 against it (scores scaled to the largest)."
+        f"**{question(exp)}** · {method_title(exp.method)} · p({exp.target_label}) = "
+        f"{exp.probability:.3f}. Words towards +1 pushed towards this class, words towards −1 against it (scores "
+        "scaled to the largest)."
     ]
     if exp.options:
         lines.append("Options: " + ", ".join(f"`{k}={v}`" for k, v in exp.options.items()) + ".")
-    if exp.delta is not None:
-        gap = (exp.score or 0.0) - (exp.baseline_score or 0.0)
-        lines.append(
-            f"Integrated Gradients: F(x) = {exp.score:.4f}, F(baseline) = {exp.baseline_score:.4f}, "
-            f"sum of word scores = {sum(exp.scores):.4f} (should be F(x) − F(baseline) = {gap:.4f}); "
-            f"convergence delta = {exp.delta:.2e}. More steps make the delta smaller."
-        )
-    errors = exp.extras.get("standard_errors")
-    if errors:
-        lines.append(
-            f"SHAP: mean standard error of a word's value = {sum(errors) / len(errors):.2e} (from the sampled "
-            "orderings; more samples make it smaller)."
-        )
+    lines += diagnostics(exp)
     if exp.truncated:
         lines.append(truncation_warning(backend))
     return "\n\n".join(lines)
@@ -323,17 +336,6 @@ def faithfulness_markdown(result: TextFaithfulness, label: str) -> str:
         f"- sufficiency = {result.sufficiency:.3f}: the drop of p when only the top words are kept (lower is better);\n"
         f"- τ-LOO = {tau}: rank agreement of the scores with the drop of p when each word alone is removed."
     )
-
-
-def heatmap_figure(explanations: list[Explanation]) -> Figure:
-    """The classes × words label-attention heatmap of the most probable classes (one explanation each, most
-    probable first), on a Figure of its own (pyplot's global state is not safe across the server's threads, and
-    a pyplot figure would stay open)."""
-    first = explanations[0]
-    rows = [exp.scores for exp in explanations]
-    shown = dataclasses.replace(first, extras={"class_scores": rows, "labels": [e.target_label for e in explanations]})
-    figure = Figure(figsize=(max(4.0, 0.55 * len(first.words) + 1.5), 0.45 * len(rows) + 1.6))
-    return shown.plot(ax=figure.add_subplot())
 
 
 class Endpoints:
@@ -361,43 +363,20 @@ class Endpoints:
 
     @user_errors
     def heatmap(self, text: str, text_pair: str | None = None) -> Figure:
-        """The label-attention weights of the most probable classes on every word."""
+        """The label-attention weights of the most probable classes on every word (a Figure of its own: pyplot's
+        global state is not safe across the server's threads)."""
         top_k = min(len(self.backend.labels), TOP_CLASSES)
-        return heatmap_figure(self.backend.explain(model_input(text, text_pair), "label_attention", top_k=top_k))
+        return plot(self.backend.explain(model_input(text, text_pair), "label_attention", top_k=top_k))
 
     @user_errors
     def faithfulness(self, explanation: dict | None) -> str:
         """Comprehensiveness, sufficiency and τ-LOO of an explanation (the dict that /explain returns)."""
-        exp = self.checked_explanation(explanation)
         backend = self.backend
+        exp = backend.check_explanation(explanation)
         with backend.lock:
             report = evaluate_faithfulness(backend.model, backend.tokenizer, [exp], max_length=backend.max_tokens)
+        # The label shown is the model's, never the client's (checked equal, but Markdown shows what we hold).
         return faithfulness_markdown(report.per_text[0], backend.labels[exp.target])
-
-    def checked_explanation(self, explanation: Any) -> Explanation:
-        """The client's explanation dict as an `Explanation`, every field validated (`Explanation.from_dict`) and
-        checked against this model: its texts bounded like any other, its classes and method this model's. (The
-        faithfulness measure itself checks the words against the tokenizer.)"""
-        if not isinstance(explanation, dict) or not explanation:
-            raise ValueError("No explanation yet: run Explain first, and pass the dict it returns unchanged.")
-        checked_text(explanation.get("text"))
-        if explanation.get("text_pair") is not None:
-            checked_text(explanation["text_pair"], "second text")
-        exp = Explanation.from_dict(explanation)
-        classes = {"target": (exp.target, exp.target_label)}
-        if exp.contrast is not None or exp.contrast_label is not None:
-            classes["contrast"] = (exp.contrast, exp.contrast_label)
-        labels = self.backend.labels
-        for role, (index, label) in classes.items():
-            # Checked against the model rather than echoed: the label is shown in the page's Markdown.
-            if not (isinstance(index, int) and 0 <= index < len(labels) and label == labels[index]):
-                raise ValueError(
-                    f"The explanation's {role} and {role}_label are not a class of this model: pass the dict that "
-                    "/explain returned unchanged."
-                )
-        if exp.method not in self.backend.methods:
-            raise ValueError(f"The explanation's method is not one of this model's methods {self.backend.methods}.")
-        return exp
 
     @user_errors
     def compare(
@@ -406,23 +385,18 @@ class Endpoints:
         """A note on what is explained, then one HighlightedText value per method of the page (None for the
         methods not selected, whose panels are hidden)."""
         backend, given = self.backend, model_input(text, text_pair)
-        if not selected:
-            raise ValueError("Pick at least one method to compare.")
+        if not isinstance(selected, list) or not selected:
+            raise ValueError("Pick at least one method to compare (a list of method names).")
         wanted = target_of(target, contrast, lambda: self.predicted_label(given))
-        values, alone, cut = [], [], False
-        for name in backend.methods:
-            if name not in selected:
-                values.append(None)
-                continue
-            # A method that cannot explain "a rather than b" explains "a" alone, and the note says so.
-            own = wanted[0] if isinstance(wanted, tuple) and not METHODS[name].allows_contrast else wanted
-            alone += [METHOD_NAMES.get(name, name)] if own is not wanted else []
-            exp = backend.explain(given, name, own, **backend.cost_options(name, costs))
-            cut = cut or exp.truncated
-            values.append(exp.to_highlighted_text())
-        question = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
-        note = f"**{question}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
-        return [note + ("\n\n" + truncation_warning(backend) if cut else ""), *values]
+        explained = backend.compare(given, selected, wanted, costs)
+        # A method that cannot explain "a rather than b" explained "a" alone (`explainers.target_for`): say so.
+        pair = isinstance(wanted, tuple)
+        alone = [method_title(m) for m, exp in explained.items() if pair and exp.contrast is None]
+        asked = f"Why {wanted[0]} rather than {wanted[1]}?" if isinstance(wanted, tuple) else "Why this class?"
+        note = f"**{asked}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
+        if any(exp.truncated for exp in explained.values()):
+            note += "\n\n" + truncation_warning(backend)
+        return [note, *(explained[m].to_highlighted_text() if m in explained else None for m in backend.methods)]
 
     def predicted_label(self, given: str | tuple[str, str]) -> str:
         probabilities = self.backend.predict(given)
@@ -455,7 +429,7 @@ class CompareTab:
 
 
 def method_choices(backend: Backend) -> list[tuple[str, str]]:
-    return [(METHOD_NAMES.get(m, m), m) for m in backend.methods]
+    return [(method_title(m), m) for m in backend.methods]
 
 
 def input_boxes() -> tuple[gr.Textbox, gr.Textbox]:
@@ -466,7 +440,9 @@ def input_boxes() -> tuple[gr.Textbox, gr.Textbox]:
         max_length=MAX_CHARS,
         elem_id="text",
     )
+    # An initial value makes the second text optional for API clients: `client.predict(text=..., api_name=...)`.
     text_pair = gr.Textbox(
+        value="",
         label=PAIR_LABEL,
         lines=1,
         placeholder="Leave empty for a single text",
@@ -486,7 +462,8 @@ def cost_sliders(backend: Backend) -> dict[str, gr.Slider]:
                 cost.bound,
                 value=cost.start,
                 step=1,
-                label=f"{METHOD_NAMES.get(cost.method, cost.method)}: {cost.option}",
+                label=f"{method_title(cost.method)}: {cost.option.name}",
+                info=cost.option.help,
                 elem_id=cost.parameter,
             )
             for cost in backend.costs.values()
@@ -563,7 +540,7 @@ def compare_tab(backend: Backend) -> CompareTab:
         if backend.unsupported:
             gr.Markdown(
                 "Not available for this model: "
-                + "; ".join(f"{METHOD_NAMES.get(m, m)} ({why})" for m, why in backend.unsupported.items()),
+                + "; ".join(f"{method_title(m)} ({why})" for m, why in backend.unsupported.items()),
                 elem_id="unsupported",
             )
         note = gr.Markdown(elem_id="compare-note")
@@ -593,6 +570,9 @@ def wire_events(backend: Backend, tab: ExplainTab, compare: CompareTab) -> None:
     """The events of the page and its named API endpoints: /explain, /heatmap, /faithfulness, /compare, /predict."""
     endpoints = Endpoints(backend)
     tab.method.change(contrast_for, tab.method, tab.contrast, api_visibility="private")
+    # `preprocess=False`: the endpoints get what a client sent, unconverted, and check it themselves, so that a
+    # wrong value is named ("integrated_gradients_n_steps must be a whole number ...", "The text is a int") rather
+    # than failing inside a component's conversion with Gradio's generic "the upstream app raised an exception".
     explained = gr.on(
         [tab.button.click, tab.text.submit],
         endpoints.explain,
@@ -600,10 +580,15 @@ def wire_events(backend: Backend, tab: ExplainTab, compare: CompareTab) -> None:
         inputs_kwargs=tab.sliders,
         outputs=[tab.prediction, tab.highlight, tab.details, tab.raw],
         api_name="explain",
+        preprocess=False,
     )
     if "label_attention" in backend.methods:
         explained.success(
-            endpoints.heatmap, inputs=[tab.text, tab.text_pair], outputs=[tab.heatmap], api_name="heatmap"
+            endpoints.heatmap,
+            inputs=[tab.text, tab.text_pair],
+            outputs=[tab.heatmap],
+            api_name="heatmap",
+            preprocess=False,
         )
     explained.success(endpoints.faithfulness, inputs=[tab.raw], outputs=[tab.faithfulness], api_name="faithfulness")
     compare.chosen.change(
@@ -618,6 +603,7 @@ def wire_events(backend: Backend, tab: ExplainTab, compare: CompareTab) -> None:
         inputs_kwargs=tab.sliders,
         outputs=[compare.note, *compare.panels],
         api_name="compare",
+        preprocess=False,
     )
     # API only: the probabilities alone, the cheapest call.
     gr.api(endpoints.predict, api_name="predict")
@@ -669,7 +655,8 @@ def launch(demo: gr.Blocks, **kwargs) -> Any:
 
 
 def main() -> None:
-    """`python app.py`: serve on `$GRADIO_SERVER_NAME` (a Space sets 0.0.0.0) or loopback."""
+    """Serve the page of `find_model()` on `$GRADIO_SERVER_NAME` (a Space's Dockerfile sets 0.0.0.0) or loopback,
+    at `$GRADIO_SERVER_PORT` (default 7860)."""
     logging.basicConfig(level=logging.INFO)
     launch(build_demo(), server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
 
