@@ -37,14 +37,17 @@ test: install-dev chromium
 lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-# transformers-interpret, the peer bench/ig_speed.py measures against, declares dependencies it does not need here.
+# transformers-interpret, the peer bench/ig_speed.py measures against, declares dependencies it does not need here;
+# fastText (numpy 2 build) is bench/many_classes.py's anchor.
 bench: install-dev
 	$(BIN)/pip install -q --no-deps transformers-interpret==0.10.0
+	$(BIN)/pip install -q fasttext-numpy2==0.10.4
 	for script in bench/[!_]*.py; do $(OFFLINE) $(BIN)/python $$script || exit 1; done
 
 # Retake docs/space.png with the browser test's own code (needs models/trec-embedding: run `make demo` first).
 screenshot: install-dev chromium
 	LABELATTN_SCREENSHOT=docs/space.png $(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_space_browser.py -k screenshot
+	LABELATTN_NOTEBOOK_SCREENSHOT=docs/notebook.png $(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_views_browser.py -k screenshot
 
 clean:
 	rm -rf $(VENV) build *.egg-info

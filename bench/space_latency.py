@@ -7,7 +7,7 @@ For a 20-word question: p50/p95 over N requests of /predict alone (the floor of 
 label attention, Integrated Gradients (the page's default steps) and SHAP (the page's default samples), each made
 three ways, interleaved: through `gradio_client`, through the HTTP API, and by the app's `Backend` in this process
 (no HTTP, no queue), so that the differences are the cost of serving; then the throughput of 20 concurrent
-clients, against the rate of the same requests one after another. The server is `python space/app.py`
+clients, against the rate of the same requests one after another. The server is `python -m labelattn.space.app`
 in a subprocess, as on a Space. When a trained model is missing, a freshly initialised model of the same
 architecture stands in (latency does not depend on the weights) and the table says so.
 """
@@ -64,13 +64,13 @@ def free_port() -> int:
 
 
 def start_server(model: str, log: Path) -> tuple[subprocess.Popen, str]:
-    """`python space/app.py` serving `model` on a free loopback port; returns the process and its URL."""
+    """`python -m labelattn.space.app` serving `model` on a free loopback port; returns the process and its URL."""
     from gradio_client import Client
 
     port = free_port()
     env = {**os.environ, "LABELATTN_MODEL": model, "GRADIO_SERVER_PORT": str(port)}
     server = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "space" / "app.py")],
+        [sys.executable, "-m", "labelattn.space.app"],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
