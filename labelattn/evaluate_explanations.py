@@ -227,7 +227,8 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     that `labelattn.data.load_data` took them from (the split itself, or the training rows it was held out of)."""
     import datasets
 
-    from labelattn.builtin_data import BUILTIN, SPLITS, _require_column, load_data, load_table
+    from labelattn.builtin_data import BUILTIN
+    from labelattn.data import SPLITS, _require_column, load_data, load_table
 
     if args.data in BUILTIN and not Path(args.data).exists():
         raise ValueError(
