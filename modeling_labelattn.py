@@ -57,8 +57,9 @@ class LabelAttnModelOutput(ModelOutput):
             `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
             When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
-            score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from its
-            mean `r_h` over the text's real tokens (see `LabelAttention._contributions` for why), where `u_h` is head
+            score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from what
+            the average class reads, `r_h = Σ_t mean_c A[c, h, t] s_t,h` (see `LabelAttention._contributions` for
+            why), where `u_h` is head
             h's slice of `W_Oᵀ w` (the readout folded into the output map) and `v_t` the vector the values read at
             position t: on the embedding backbone the
             token's own embedding (the token context steers only the weights), on the encoder backbone the final
@@ -69,8 +70,8 @@ class LabelAttnModelOutput(ModelOutput):
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
             label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w + Σ_h r_h` (the value bias and the
-            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the score of a
-            class that looked at every token alike, the same for every class up to float rounding, so it cancels in
+            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the mean of the
+            classes' scores (the average class's), the same for every class up to float rounding, so it cancels in
             every difference of classes and in the softmax; a text of only padding has `b_w` (the readout's bias)
             alone.
     """
@@ -337,36 +338,53 @@ class LabelAttention(nn.Module):
 
         Exact: as in `_value_folded`, `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h W_V,h)·x_j + u_h·b_V,h`, and since a head's
         weights sum to 1 over the real tokens, `Σ_j a_h,j s_j,h = Σ_j a_h,j (s_j,h − r_h) + r_h` for any `r_h`. The
-        terms are `Σ_h a_h,j (s_j,h − r_h)` with `r_h` the mean of head h's token values `s_j,h = (u_h W_V,h)·x_j`
-        over the text's real tokens (what a class that looked at every token alike would read): adding a constant to
-        every value of a head adds it to every class's score, so only a token's value against the others' says what
-        a class found in it. Measured from 0 instead, a token every class reads a little of (a frequent word, a
-        keyword of another class) would take credit or blame for a constant no class decided on.
-        The same blocks of classes as `_value_folded`, summed over the heads only: the extra memory is the output.
+        terms are `Σ_h a_h,j (s_j,h − r_h)`, the token values `s_j,h = (u_h W_V,h)·x_j` measured from what the average
+        class reads, `r_h = Σ_j ā_h,j s_j,h` (`ā` the weights averaged over the classes): adding a constant to every
+        value of a head adds it to every class's score, so only a token's value against what the classes read says
+        what a class found in it. Measured from 0 instead, a token that lowers every class's value, and its own
+        class's least, would count against that class. With this reference the scores' part no token carries is
+        the average class's score, `Σ_h r_h` plus the biases.
+        The same blocks of classes as `_value_folded`, twice (the average weights first, then the terms): the extra
+        memory is the output.
         """
-        batch_size, seq_len, hidden = hidden_states.shape
         heads, head_size = self.num_heads, self.head_size
         head_readouts = out_weight.view(heads, head_size)  # u_h
-        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
+        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, -1))
         token_scores = nn.functional.linear(value_states, token_maps)  # (u_h W_V,h)·x_j: (batch, seq, heads)
-        real = is_token[:, :, None]
-        reference = (token_scores * real).sum(1) / real.sum(1).clamp(min=1)  # (batch, heads); 0 for only padding
         # 0 on padding, so that its terms are 0 even in a text of only padding, whose weights see every position.
-        token_scores = (token_scores - reference[:, None, :]).masked_fill(~real, 0.0)
+        token_scores = token_scores.masked_fill(~is_token[:, :, None], 0.0)
         if output_attentions:
             weights = self._weights(hidden_states, queries, is_token, visible)
-            return torch.einsum("bhcj,bjh->bcj", weights, token_scores), weights, reference
-        token_scores = token_scores.permute(2, 0, 1)  # (heads, batch, seq)
-        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
-        padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
-        block = max(1, self.block_elements // (heads * batch_size * seq_len))
-        contributions = token_scores.new_empty(batch_size, queries.shape[0], seq_len)  # written block by block
-        for start in range(0, queries.shape[0], block):
-            block_queries = self._split_heads(queries[start : start + block]) / math.sqrt(head_size)
-            scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
-            terms = (torch.softmax(scores, dim=-1) * token_scores[:, None]).sum(0)  # (block, batch, seq)
-            contributions[:, start : start + block] = terms.transpose(0, 1)
+            reference = torch.einsum("bhj,bjh->bh", weights.mean(2), token_scores)
+            shifted = (token_scores - reference[:, None, :]).masked_fill(~is_token[:, :, None], 0.0)
+            return torch.einsum("bhcj,bjh->bcj", weights, shifted), weights, reference
+        blocks = self._weight_blocks(hidden_states, queries, visible)
+        mean_weights = sum(block.sum(1) for _, block in blocks()) / queries.shape[0]  # (heads, batch, seq)
+        reference = torch.einsum("hbj,bjh->bh", mean_weights, token_scores)
+        shifted = (token_scores - reference[:, None, :]).masked_fill(~is_token[:, :, None], 0.0).permute(2, 0, 1)
+        contributions = token_scores.new_empty(hidden_states.shape[0], queries.shape[0], hidden_states.shape[1])
+        for start, block in blocks():  # written block by block
+            contributions[:, start : start + block.shape[1]] = (block * shifted[:, None]).sum(0).transpose(0, 1)
         return contributions, None, reference
+
+    def _weight_blocks(self, hidden_states: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor):
+        """A function giving, each time it is called, `(first class, weights (heads, block, batch, seq))` for one
+        block of classes after another: the weights of thousands of classes are never held at once."""
+        batch_size, seq_len, _ = hidden_states.shape
+        heads, head_size = self.num_heads, self.head_size
+        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
+        padding = torch.zeros(batch_size, seq_len, device=keys.device, dtype=keys.dtype).masked_fill(
+            ~visible, float("-inf")
+        )
+        size = max(1, self.block_elements // (heads * batch_size * seq_len))
+
+        def blocks():
+            for start in range(0, queries.shape[0], size):
+                block_queries = self._split_heads(queries[start : start + size]) / math.sqrt(head_size)
+                scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
+                yield start, torch.softmax(scores, dim=-1)
+
+        return blocks
 
     def _fused(
         self,

@@ -33,7 +33,7 @@ class LabelAttentionExplainer(Explainer):
     order = 10
     outputs = LINEAR
     score_meaning = "each word's exact term in"
-    baseline_name = "the head's bias and the special tokens"
+    baseline_name = "what no word carries: the special tokens, and for the raw logit the average class's"
     allows_contrast = True
     needs_label_attention = True
 

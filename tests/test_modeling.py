@@ -178,27 +178,27 @@ def token_values_by_hand(model: LabelAttnForSequenceClassification, batch: dict)
     return (values.unflatten(-1, readouts.shape) * readouts).sum(-1)
 
 
-def reference_by_hand(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
-    """`r_h` `(batch, heads)`: the mean token value of each head over the text's real tokens (0 for only padding)."""
-    real = batch["attention_mask"][:, :, None].to(torch.float32)
-    return (token_values_by_hand(model, batch) * real).sum(1) / real.sum(1).clamp(min=1)
+def reference_by_hand(model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor) -> torch.Tensor:
+    """`r_h` `(batch, heads)`: what the average class reads, `Σ_t mean_c A[c, h, t] s_t,h` (0 for only padding)."""
+    values = token_values_by_hand(model, batch) * batch["attention_mask"][:, :, None]
+    return torch.einsum("bht,bth->bh", weights.mean(2), values)
 
 
 def contributions_by_hand(
     model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor
 ) -> torch.Tensor:
     """`Σ_h A[c, h, t] (s_t,h − r_h)` for given weights `(batch, heads, labels, seq)`, outside the model's code."""
-    token_scores = token_values_by_hand(model, batch) - reference_by_hand(model, batch)[:, None, :]
+    token_scores = token_values_by_hand(model, batch) - reference_by_hand(model, batch, weights)[:, None, :]
     return torch.einsum("bhct,bth->bct", weights, token_scores * batch["attention_mask"][:, :, None])
 
 
-def bias_by_hand(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
+def bias_by_hand(model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor) -> torch.Tensor:
     """`b_w + w·b_O + (W_Oᵀ w)·b_V + Σ_h r_h`, `(batch, 1)`: what the classifier adds to every class of a text with a
     real token (a text of only padding gets `b_w` alone)."""
     attention, readout = model.labelattn.label_attention, model.classifier
     constant = readout.weight @ (attention.output.bias + attention.output.weight @ attention.value.bias)
     has_token = batch["attention_mask"].any(-1, keepdim=True)
-    return readout.bias + has_token * (constant + reference_by_hand(model, batch).sum(-1, keepdim=True))
+    return readout.bias + has_token * (constant + reference_by_hand(model, batch, weights).sum(-1, keepdim=True))
 
 
 @pytest.mark.parametrize("multi_label", [False, True])
@@ -240,7 +240,7 @@ def test_contributions_sum_to_the_logits_of_every_path(
     is_padding = batch["attention_mask"][:, None, :].expand_as(terms) == 0
     assert (terms[is_padding] == 0).all() and (terms[-1] == 0).all()
     assert terms[~is_padding].abs().max() > 0.1
-    expected_bias = bias_by_hand(model, batch).expand_as(bias)
+    expected_bias = bias_by_hand(model, batch, model(**batch, output_attentions=True).label_attentions).expand_as(bias)
     assert (expected_bias[:-1] - model.classifier.bias).abs().max() > 100 * tolerance  # the head's biases count
     torch.testing.assert_close(expected_bias[-1], model.classifier.bias.expand(num_labels))  # only padding: b_w
     torch.testing.assert_close(bias, expected_bias, rtol=0, atol=tolerance)
@@ -277,7 +277,7 @@ def test_contributions_are_the_weights_times_each_tokens_own_value(backbone, tok
     expected = contributions_by_hand(model, batch, replaced)
     torch.testing.assert_close(out.label_contributions, expected, rtol=0, atol=tolerance)
     torch.testing.assert_close(
-        out.label_contribution_bias, bias_by_hand(model, batch).expand(len(TEXTS), 40), atol=tolerance, rtol=0
+        out.label_contribution_bias, bias_by_hand(model, batch, replaced).expand(len(TEXTS), 40), atol=tolerance, rtol=0
     )
     assert (out.logits - model(**batch).logits).abs().max() > 0.1, "replacing the weights did not change the logits"
 
