@@ -58,21 +58,67 @@ def word_key(word: str) -> str | None:
     return word.lower() if any(c.isalnum() for c in word) else None
 
 
+class SummaryError(ValueError):
+    """A file `labelattn summarize` cannot read as explanations: the message says what is wrong with it."""
+
+
+NOT_OURS = "is this the output of `labelattn explain --data`?"
+
+
+def not_an_explanation(index: int, what: str) -> SummaryError:
+    return SummaryError(f"Row {index} of the file {what}; {NOT_OURS}")
+
+
+def words_and_scores(row: dict, index: int) -> tuple[list, list]:
+    """A row's `words` and `scores`, checked: lists (in a CSV, JSON lists) of strings and of numbers, one score
+    per word."""
+    values = []
+    for name in ("words", "scores"):
+        value = row[name]
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise not_an_explanation(index, f"has {name} that are not a JSON list ({value[:40]!r})") from None
+        if not isinstance(value, list):
+            raise not_an_explanation(index, f"has {name} that are a {type(value).__name__}, not a list")
+        values.append(value)
+    words, scores = values
+    if len(words) != len(scores):
+        raise not_an_explanation(
+            index, f"has {len(words)} words and {len(scores)} scores, where an explanation has one score per word"
+        )
+    if not all(isinstance(w, str) for w in words) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in scores
+    ):
+        raise not_an_explanation(index, "has words that are not all strings or scores that are not all numbers")
+    return words, scores
+
+
 def corpus_statistics(
     dataset: "datasets.Dataset", batch_rows: int = 1000
 ) -> tuple[dict[str, list[WordStat]], dict[str, int]]:
     """For each class (target label), every word's `WordStat`, highest push first, and the class's number of
-    texts; read `batch_rows` rows at a time. Rows with an error are skipped. The columns `words` and `scores` may
-    be lists or JSON strings (CSV)."""
+    texts; read `batch_rows` rows at a time. Rows with an error are skipped, and so are rows without one finite
+    score. The columns `words` and `scores` may be lists or JSON strings (CSV). Raises `SummaryError` for a row
+    that is not an explanation, or when no row is left to summarize."""
     totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0, 0]))
     class_texts: dict[str, int] = defaultdict(int)
+    errors = unscored = 0
     table = dataset.with_format("arrow")
+    columns = ["target_label", "words", "scores", "error"]
     for start in range(0, len(dataset), batch_rows):
-        for row in table[start : start + batch_rows].select(["target_label", "words", "scores", "error"]).to_pylist():
+        for index, row in enumerate(table[start : start + batch_rows].select(columns).to_pylist(), start=start):
             if row["error"] is not None:
+                errors += 1
                 continue
-            words, scores = (json.loads(v) if isinstance(v, str) else v for v in (row["words"], row["scores"]))
+            words, scores = words_and_scores(row, index)
             label = row["target_label"]
+            if not isinstance(label, str):
+                raise not_an_explanation(index, f"has neither an error nor a target_label (it is {label!r})")
+            if not any(math.isfinite(score) for score in scores):
+                unscored += 1
+                continue
             class_texts[label] += 1
             seen = set()
             for word, score in zip(words, scores, strict=True):
@@ -85,6 +131,11 @@ def corpus_statistics(
                 if key not in seen:
                     entry[2] += 1
                     seen.add(key)
+    if not class_texts:
+        raise SummaryError(
+            f"No explained row to summarize: of {len(dataset)} row(s), {errors} have an error and {unscored} no "
+            "finite score (NaN or infinite)."
+        )
     stats = {
         label: sorted(
             (
@@ -95,7 +146,8 @@ def corpus_statistics(
         )
         for label, words in sorted(totals.items())
     }
-    return stats, dict(class_texts)
+    # A class whose texts hold only punctuation has no word: it is still one of the classes.
+    return {label: stats.get(label, []) for label in sorted(class_texts)}, dict(class_texts)
 
 
 def top_words(stats: list[WordStat], top: int, min_texts: int | None, class_texts: int) -> list[WordStat]:
@@ -154,8 +206,6 @@ def plot(stats: dict[str, list[WordStat]], top: int, min_texts: int | None, text
 def write_summary(dataset: "datasets.Dataset", folder: Path, top: int = 15, min_texts: int | None = None) -> Path:
     """Write summary.md, summary.csv and summary.png of an explanations data set to `folder`."""
     stats, texts = corpus_statistics(dataset)
-    if not stats:
-        raise ValueError("No explained row to summarize: every row has an error, or the data set is empty.")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.md").write_text(markdown(stats, top, min_texts, texts), encoding="utf-8")
     with (folder / "summary.csv").open("w", encoding="utf-8", newline="") as handle:
@@ -169,24 +219,35 @@ def write_summary(dataset: "datasets.Dataset", folder: Path, top: int = 15, min_
 
 
 def load_explanations(path: Path) -> "datasets.Dataset":
+    """The explanations file written by `labelattn explain --data`, memory-mapped, with its columns checked."""
     import datasets
 
     formats = {".parquet": "parquet", ".jsonl": "json", ".csv": "csv"}
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: pass the output of `labelattn explain --data`.")
     if path.suffix.lower() not in formats:
-        raise ValueError(f"{path}: expected a .parquet, .jsonl or .csv file written by `labelattn explain --data`.")
-    dataset = datasets.load_dataset(formats[path.suffix.lower()], data_files=str(path), split="train")
+        raise SummaryError(f"{path}: expected a .parquet, .jsonl or .csv file written by `labelattn explain --data`.")
+    try:
+        dataset = datasets.load_dataset(formats[path.suffix.lower()], data_files=str(path), split="train")
+    except datasets.exceptions.DatasetGenerationError as error:
+        cause = error.__cause__ or error
+        raise SummaryError(
+            f"{path} cannot be read as {formats[path.suffix.lower()].upper()} ({str(cause).splitlines()[0][:200]}); "
+            f"{NOT_OURS}"
+        ) from None
     missing = {"target_label", "words", "scores", "error"} - set(dataset.column_names)
     if missing:
-        raise ValueError(f"{path} has no column(s) {sorted(missing)}: is it the output of `labelattn explain --data`?")
+        raise SummaryError(f"{path} has no column(s) {sorted(missing)}: {NOT_OURS}")
     return dataset
 
 
 def run(args: argparse.Namespace) -> int:
     if args.top < 1 or (args.min_texts is not None and args.min_texts < 1):
         raise ValueError("--top and --min-texts must be at least 1.")
+    from .shards import check_writable
+
     folder = args.output_dir or args.explanations.with_name(args.explanations.name + ".summary")
+    check_writable(folder)
     write_summary(load_explanations(args.explanations), folder, args.top, args.min_texts)
     print(f"Wrote {folder}/summary.md, summary.csv and summary.png", file=sys.stderr)
     return 0

@@ -4,6 +4,7 @@ run's folder, never deleting the input, and two processes giving the rows of one
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,7 +90,8 @@ def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokeniz
     out = predict_dataset(
         model, tokenizer, data, output_dir=tmp_path / "p", shard_size=4, max_length=16, progress=False
     ).to_dict()
-    assert out["error"] == [None, "the text is empty", "the text is empty", "the text is missing", None, None]
+    empty = "the text is empty or only whitespace"
+    assert out["error"] == [None, f"row 1: {empty}", f"row 2: {empty}", "row 3: the text is missing", None, None]
     assert out["truncated"] == [False, None, None, None, True, False]
     assert out["predicted_label"][1] is None and out["predicted_label"][4] is not None
     explained = explain_dataset(
@@ -107,7 +109,7 @@ def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokeniz
     # Every class of each text, in class order, with its rank by probability; the number row gets one error row.
     assert out["row"] == [0, 0, 0, 1, 1, 1, 2, 3, 3, 3]
     assert out["target"] == [0, 1, 2, 0, 1, 2, None, 0, 1, 2]
-    assert out["error"][6] == "the text is missing"
+    assert out["error"][6] == "row 2: the text is missing"
     for row in (0, 1, 3):
         probs = [p for r, p in zip(out["row"], out["probability"], strict=True) if r == row]
         ranks = [k for r, k in zip(out["row"], out["rank"], strict=True) if r == row]
@@ -127,7 +129,7 @@ def test_pairs_are_explained_over_both_segments(model, tokenizer):
     assert segments == [0, 0, 0, 1, 1, 1]
     pair = (out["text"][0], out["hypothesis"][0])
     assert [pair[g][s:e] for g, (s, e) in zip(segments, spans, strict=True)] == out["words"][0]
-    assert out["error"] == [None, "the text pair is empty"]
+    assert out["error"] == [None, "row 1: the pair has a second text that is empty or only whitespace"]
 
 
 def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp_path):
@@ -371,3 +373,182 @@ def test_two_processes_give_the_rows_of_one(saved_model, tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
     assert "2 process(es)" in done.stderr
     assert pq.read_table(tmp_path / "two.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
+
+
+# --- hostile input: issue 20 ----------------------------------------------------------------------------------
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# A zero-width space, the replacement character and control characters: texts, but none gives a token.
+NO_TOKEN = ["\u200b", "\ufffd", "\x01\x02"]
+
+
+def test_a_text_without_a_known_token_is_an_error_row_that_names_its_row(saved_model, tmp_path):
+    rows = corpus(12).to_dict()
+    for i, text in zip((4, 9, 10), NO_TOKEN, strict=True):
+        rows["text"][i] = text
+    data = tmp_path / "data.csv"
+    datasets.Dataset.from_dict(rows).to_csv(data, index=False)
+    clean = tmp_path / "clean.csv"
+    datasets.Dataset.from_dict(rows).select([i for i in range(12) if i not in (4, 9, 10)]).to_csv(clean, index=False)
+    for task in ("predict", "explain"):
+        outputs = {}
+        for name, source in (("all", data), ("clean", clean)):
+            output = tmp_path / f"{task}-{name}.jsonl"
+            args = (
+                [saved_model, source] if task == "predict" else [saved_model, "--data", source, "--method", "saliency"]
+            )
+            assert (
+                cli(task, *args, "--id-column", "ticket", "--shard-size", "5", "--output", output, "--no-progress") == 0
+            )
+            outputs[name] = read_rows(output)
+        got = outputs["all"]
+        assert [r["row"] for r in got] == list(range(12))
+        for i in (4, 9, 10):
+            assert got[i]["error"].startswith(f"row {i} (ticket 't{i}'): the text (")
+            assert got[i]["error"].endswith("gives no token the model knows.")
+        # Every other row is computed, as without the bad rows (in other batches: float32 rounding apart).
+        good = [r for r in got if r["error"] is None]
+        assert len(good) == 9
+        for row, alone in zip(good, outputs["clean"], strict=True):
+            for key, value in alone.items():
+                if key == "row":
+                    continue
+                if isinstance(value, float) or key == "scores":
+                    assert row[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+                else:
+                    assert row[key] == value, key
+
+
+def test_a_label_map_that_would_mislabel_classes_is_refused_before_any_output(saved_model, tokenizer, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(saved_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"], config["label2id"] = {"0": "A", "1": "A", "2": "B"}, {"A": 1, "B": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    data = write_csv(tmp_path / "data.csv", 4)
+    assert cli("predict", folder, data, "--output", tmp_path / "p.csv", "--no-progress") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "model"]
+    # A model built in Python, not loaded: the same rule.
+    model = make_model("embedding", num_labels=3, id2label={0: "A", 1: "A", 2: "B"})
+    with pytest.raises(ValueError, match=r"several classes one name \('A' for classes 0, 1\)"):
+        predict_dataset(model, tokenizer, corpus(3), output_dir=tmp_path / "never", progress=False)
+    assert not (tmp_path / "never").exists()
+
+
+REFUSED = [
+    (["--top-k", "10"], "top_k=10: give a number of classes from 1 to 3"),
+    (["--top-k", "0"], "top_k=0"),
+    (["--target", "class_1", "--contrast", "class_1"], "names class 'class_1' twice"),
+    (["--target", "class_1", "--contrast", "class_2", "--method", "label_attention"], "cannot explain a pair target"),
+    (["--max-length", "2"], "max_length=2: give a number of tokens from 3"),
+    (["--batch-size", "0"], "batch_size=0"),
+    (["--shard-size", "0"], "shard_size=0"),
+    (["--option", "n_steps=many"], "n_steps='many' has the wrong type"),
+]
+
+
+def test_a_refused_request_leaves_the_output_untouched_and_the_corrected_one_runs(saved_model, tmp_path, capsys):
+    data, output = write_csv(tmp_path / "data.csv", 6), tmp_path / "out.jsonl"
+    base = ["explain", saved_model, "--data", data, "--output", output, "--no-progress"]
+    for wrong, message in REFUSED:
+        method = [] if "--method" in wrong else ["--method", "integrated_gradients"]
+        assert cli(*base, *method, *wrong) == 2, wrong
+        assert message in capsys.readouterr().err, wrong
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"], wrong  # no run.json, no shards
+    assert cli(*base, "--method", "integrated_gradients", "--top-k", "2") == 0
+    assert len(read_rows(output)) == 12
+
+
+def test_a_shard_folder_of_a_run_killed_early_says_what_overwrite_deletes(model, tokenizer, tmp_path):
+    folder = tmp_path / "run"
+    predict_dataset(model, tokenizer, corpus(6), output_dir=folder, shard_size=3, progress=False)
+    for shard in folder.glob("*.arrow"):
+        shard.unlink()
+    with pytest.raises(
+        CorpusError, match=r"another run \(.*task: 'predict' there, 'explain' now; 0 shard\(s\) finished\)"
+    ):
+        explain_dataset(model, tokenizer, corpus(6), method="saliency", output_dir=folder, shard_size=3, progress=False)
+
+
+def test_a_damaged_shard_is_named_and_recomputed_once_deleted(saved_model, tmp_path, capsys):
+    data, output = write_csv(tmp_path / "data.csv", 10), tmp_path / "out.parquet"
+    command = ["predict", saved_model, data, "--output", output, "--shard-size", "4", "--no-progress"]
+    assert cli(*command) == 0
+    whole = pq.read_table(output)
+    shard = output.with_name("out.parquet.shards") / "00001.arrow"
+    shard.write_bytes(shard.read_bytes()[:100])  # cut short, as a full disk or a copy gone wrong leaves it
+    assert cli(*command) == 2
+    assert f"The shard {shard} is damaged" in capsys.readouterr().err
+    shard.unlink()
+    assert cli(*command) == 0
+    assert "1 shard(s) computed, 2 already done" in capsys.readouterr().err
+    assert pq.read_table(output).equals(whole)
+
+
+def bound_by_permissions(command: list[str]) -> list[str]:
+    """`command` as run by a user whom a folder's permission bits stop: root, who writes anywhere, without its
+    power to override them (`setpriv`)."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: nothing here can make a folder that root cannot write")
+    return [shutil.which("setpriv"), "--bounding-set", "-dac_override,-dac_read_search", "--", *command]
+
+
+@pytest.mark.slow
+def test_a_read_only_output_folder_is_refused_in_one_line_before_any_work(saved_model, tmp_path):
+    data, locked = write_csv(tmp_path / "data.csv", 6), tmp_path / "locked"
+    # The shard folder of an earlier run, still writable, in a folder that is not: the output file could not be
+    # written at the end.
+    (locked / "out.parquet.shards").mkdir(parents=True)
+    locked.chmod(0o555)
+    try:
+        for output in (locked / "new" / "out.parquet", locked / "out.parquet"):
+            command = bound_by_permissions(labelattn("predict", saved_model, data, "--output", output, "--no-progress"))
+            done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True)
+            assert done.returncode == 2, done.stderr[-2000:]
+            assert f"Cannot write in {locked} (Permission denied)" in done.stderr and "Traceback" not in done.stderr
+        assert [p.name for p in locked.iterdir()] == ["out.parquet.shards"]
+        assert not any((locked / "out.parquet.shards").iterdir())
+    finally:
+        locked.chmod(0o755)
+
+
+NOT_EXPLANATIONS = [
+    (
+        "x.jsonl",
+        '{"target_label": "a", "words": ["x", "y"], "scores": [1.0], "error": null}\n',
+        "has 2 words and 1 scores",
+    ),
+    ("x.csv", "target_label,words,scores,error\na,x y,1.0,\n", "has words that are not a JSON list ('x y')"),
+    ("x.jsonl", '{"target_label": "a", "words": ["x"], "scores": 1.0, "error": null}\n', "has scores that are a float"),
+    ("x.jsonl", '{"target_label": null, "words": ["x"], "scores": [1.0], "error": null}\n', "neither an error nor"),
+    ("x.jsonl", '{"target_label": "a", "words": [1], "scores": ["high"], "error": null}\n', "not all strings"),
+    ("x.jsonl", '{"target_label": "a", "words": ["x"]}\n{oops\n', "cannot be read as JSON"),
+    (
+        "x.jsonl",
+        '{"predicted_label": "a", "prob_a": 1.0, "error": null}\n',
+        "has no column(s) ['scores', 'target_label', 'words']",
+    ),
+    (
+        "x.jsonl",
+        '{"target_label": "a", "words": ["x"], "scores": [NaN], "error": null}\n'
+        '{"target_label": null, "words": null, "scores": null, "error": "row 1: the text is missing"}\n',
+        "of 2 row(s), 1 have an error and 1 no finite score (NaN or infinite)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), NOT_EXPLANATIONS)
+def test_summarize_says_what_is_wrong_with_a_file_it_did_not_write(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    assert cli("summarize", path) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("labelattn summarize: error:")  # one line, after datasets' progress
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no summary folder
