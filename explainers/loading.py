@@ -198,7 +198,21 @@ def class_names(config: PretrainedConfig, where: str = "The model's config") -> 
     Raises `LoadError` for a map that would mislabel them: a class without a name (the indexes must run from 0 to
     `num_labels - 1`), a name that is not a string, or one name for several classes. Refused rather than made
     unique (`A`, `A_1`): a duplicated name would stay ambiguous in every predicted label, target and summary.
+    Refused too: a model with fewer than two outputs (a regression model, or a single logit read through a
+    sigmoid), whose one "class" the softmax of the explainers would give a probability of 1 for every text.
     """
+    if getattr(config, "problem_type", None) == "regression":
+        raise LoadError(
+            f"{where}: problem_type is 'regression': the model predicts a number, not one of several classes, so "
+            "there are no class probabilities to predict or explain. Give a text classifier (num_labels ≥ 2)."
+        )
+    if len(config.id2label) < 2:
+        raise LoadError(
+            f"{where}: the model has {len(config.id2label)} output (num_labels={len(config.id2label)}): a "
+            "regression model, or a binary classifier with a single logit, which the explainers would read as "
+            "one class of probability 1 for every text. Give a classifier with one output per class "
+            "(num_labels ≥ 2)."
+        )
     try:
         id2label = {int(index): name for index, name in config.id2label.items()}
     except (TypeError, ValueError):

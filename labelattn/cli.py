@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         # What a corpus command finished is on disk: the same command resumes from there.
-        print(f"labelattn {args.command}: interrupted", file=sys.stderr)
+        print(f"labelattn {args.command}: interrupted; what was finished is kept", file=sys.stderr)
         return 130
 
 

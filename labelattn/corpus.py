@@ -20,6 +20,7 @@ A row whose text cannot be read (missing, empty, or giving no token the model kn
 names it, and never stops the run.
 """
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -116,7 +117,8 @@ def write_iterable(items: Iterable[TextInput], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     texts: list = []
     pairs: list = []
-    with pa.OSFile(str(path) + ".tmp", "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+    temporary = f"{path}.tmp-{os.getpid()}"  # of this process: two runs never write into one file
+    with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for item in items:
             is_pair = isinstance(item, tuple) and len(item) == 2
             texts.append(item[0] if is_pair else item)
@@ -125,7 +127,7 @@ def write_iterable(items: Iterable[TextInput], path: Path) -> None:
                 writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
                 texts, pairs = [], []
         writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
-    os.replace(str(path) + ".tmp", path)
+    os.replace(temporary, path)
 
 
 def read_iterable(path: Path) -> datasets.Dataset:
@@ -213,6 +215,7 @@ class Job:
 def predict_job(
     model: torch.nn.Module,
     tokenizer,
+    *,
     batch_size: int = 32,
     max_length: int | None = None,
     threshold: float | None = None,
@@ -275,6 +278,7 @@ def explain_job(
     model: torch.nn.Module,
     tokenizer,
     method: str,
+    *,
     target: Any = None,
     all_targets: bool = False,
     top_k: int | None = None,
@@ -519,32 +523,26 @@ def compute_rows(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] 
 
 
 def predict_dataset(
-    model: torch.nn.Module,
-    tokenizer,
-    data: datasets.Dataset | Iterable[TextInput],
-    *,
-    threshold: float | None = None,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    **corpus: Any,
+    model: torch.nn.Module, tokenizer, data: datasets.Dataset | Iterable[TextInput], **arguments: Any
 ) -> datasets.Dataset:
     """The predicted label and every class probability of each row of `data`, in its order, its columns kept.
 
     Args:
         data: a `datasets.Dataset` (its `text_column`, and `text_pair_column` for pairs), or an iterable of texts
             or `(text, text_pair)` tuples.
-        threshold: multi-label models only: the probability from which a label is predicted (default 0.5).
-        max_length: longest input in tokens (default: all the model reads); longer texts are marked `truncated`.
-        corpus: where the texts are read and the results written, the fields of `CorpusOptions`: `output_dir`,
-            `text_column`, `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
+        arguments: by keyword, what to compute (`predict_job`'s): `threshold` (multi-label models only: the
+            probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
+            (longest input in tokens, default all the model reads; longer texts are marked `truncated`); and
+            where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
+            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
         a list, for a multi-label model), `probability` of the predicted class, `prob_<label>` for every class,
         `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
     """
-    job = predict_job(model, tokenizer, batch_size=batch_size, max_length=max_length, threshold=threshold)
-    return run_job(job, data, CorpusOptions(**corpus)).dataset
+    options, request = split_arguments(arguments)
+    return run_job(predict_job(model, tokenizer, **request), data, options).dataset
 
 
 def explain_dataset(
@@ -552,23 +550,16 @@ def explain_dataset(
     tokenizer,
     data: datasets.Dataset | Iterable[TextInput],
     method: str = "integrated_gradients",
-    *,
-    target: Any = None,
-    all_targets: bool = False,
-    top_k: int | None = None,
-    options: dict[str, Any] | None = None,
-    batch_size: int = 16,
-    max_length: int | None = None,
-    **corpus: Any,
+    **arguments: Any,
 ) -> datasets.Dataset:
     """The explanation of each row of `data` by `method`, in its order, its columns kept.
 
     Args:
-        target: None (the predicted class), a class index or label name, or a pair `(a, b)` ("a rather than b").
-        all_targets: one row per class of each text (with its `rank` by probability).
-        top_k: one row for each of the k most probable classes of each text (`rank` 1 the most probable).
-        options: the method's options, e.g. `{"n_steps": 64}`.
-        Other arguments as in `predict_dataset`.
+        arguments: by keyword, what to explain (`explain_job`'s): `target` (None, the predicted class; a class
+            index or label name; or a pair `(a, b)`, "a rather than b"), `all_targets` (one row per class of each
+            text, with its `rank` by probability), `top_k` (one row for each of the k most probable classes, `rank`
+            1 the most probable), `options` (the method's, e.g. `{"n_steps": 64}`), `batch_size` (default 16),
+            `max_length`; and `CorpusOptions`'s, as in `predict_dataset`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `target`, `target_label`, `probability`,
@@ -576,18 +567,15 @@ def explain_dataset(
         `extras` (the method's other diagnostics as JSON, e.g. IG's `n_steps`), `truncated`, `error`; and
         `word_segments` for pairs, `contrast_label` for a pair target, `rank` with `all_targets` / `top_k`.
     """
-    job = explain_job(
-        model,
-        tokenizer,
-        method,
-        target=target,
-        all_targets=all_targets,
-        top_k=top_k,
-        options=options,
-        batch_size=batch_size,
-        max_length=max_length,
-    )
-    return run_job(job, data, CorpusOptions(**corpus)).dataset
+    options, request = split_arguments(arguments)
+    return run_job(explain_job(model, tokenizer, method, **request), data, options).dataset
+
+
+def split_arguments(arguments: dict[str, Any]) -> tuple[CorpusOptions, dict[str, Any]]:
+    """Keyword arguments split into the corpus options (the fields of `CorpusOptions`) and the job's own."""
+    names = {field.name for field in dataclasses.fields(CorpusOptions)}
+    corpus = {name: value for name, value in arguments.items() if name in names}
+    return CorpusOptions(**corpus), {name: value for name, value in arguments.items() if name not in names}
 
 
 # --------------------------------------------------------------------------------------------------- files

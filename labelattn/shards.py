@@ -31,7 +31,8 @@ def check_writable(path: Path) -> None:
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise CorpusError(f"{existing} is a file, so no folder {path} can be made there: choose another output.")
+        made = "" if existing == Path(path).absolute() else f", so {path} cannot be made"
+        raise CorpusError(f"{existing} is a file, not a folder{made}: choose another output.")
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
@@ -47,6 +48,8 @@ class ShardFolder:
     def __init__(self, path: Path, num_shards: int = 0):
         self.path = Path(path)
         self.num_shards = num_shards
+        # Whether `check_settings` found settings here (then `prepare` may replace them, being equal or overwritten).
+        self.had_settings = False
 
     @property
     def input_file(self) -> Path:
@@ -70,7 +73,8 @@ class ShardFolder:
             for p in self.path.iterdir()
             if p.is_file()
             and (
-                p.name in (SETTINGS_FILE, INPUT_FILE, f"{INPUT_FILE}.tmp")
+                p.name in (SETTINGS_FILE, INPUT_FILE)
+                or p.name.startswith(f"{INPUT_FILE}.tmp-")
                 or (p.name[:5].isdigit() and (p.name.endswith(SHARD_SUFFIX) or ".tmp-" in p.name))
             )
         )
@@ -97,7 +101,8 @@ class ShardFolder:
     def check_settings(self, settings: dict[str, Any], overwrite: bool) -> None:
         """Refuse a folder holding the results of a run with other settings, unless `overwrite`. Reads only:
         every process calls it, so that all refuse together."""
-        if overwrite or not self.settings_file.exists():
+        self.had_settings = self.settings_file.exists()
+        if overwrite or not self.had_settings:
             return
         recorded = json.loads(self.settings_file.read_text(encoding="utf-8"))
         wanted = json.loads(json.dumps(settings))
@@ -115,13 +120,23 @@ class ShardFolder:
             )
 
     def prepare(self, settings: dict[str, Any], overwrite: bool) -> None:
-        """Main process only: empty the folder of its own files when overwriting, drop unfinished shards of a
-        killed run, and record the settings."""
+        """Main process only, after `check_settings`: empty the folder of its own files when overwriting, drop
+        unfinished shards of a killed run, and record the settings."""
         self.path.mkdir(parents=True, exist_ok=True)
         for path in self.own_files():
             if (overwrite and path.name != INPUT_FILE) or ".tmp-" in path.name:
                 path.unlink()
-        self.settings_file.write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
+        text = json.dumps(settings, indent=1, ensure_ascii=False)
+        if overwrite or self.had_settings:
+            self.settings_file.write_text(text, encoding="utf-8")
+            return
+        try:
+            # Created only if still absent: of two runs started side by side into one new folder, the second to
+            # get here reads the first one's settings, and is refused unless they are its own.
+            with self.settings_file.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            self.check_settings(settings, overwrite=False)
 
     def pending(self) -> list[int]:
         return [i for i in range(self.num_shards) if not self.shard(i).exists()]

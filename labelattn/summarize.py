@@ -227,6 +227,8 @@ def load_explanations(path: Path) -> "datasets.Dataset":
         raise FileNotFoundError(f"{path} does not exist: pass the output of `labelattn explain --data`.")
     if path.suffix.lower() not in formats:
         raise SummaryError(f"{path}: expected a .parquet, .jsonl or .csv file written by `labelattn explain --data`.")
+    if path.stat().st_size == 0:
+        raise SummaryError(f"{path} is empty: pass the output of `labelattn explain --data`.")
     try:
         dataset = datasets.load_dataset(formats[path.suffix.lower()], data_files=str(path), split="train")
     except datasets.exceptions.DatasetGenerationError as error:

@@ -19,6 +19,7 @@ from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 from explainers import explain
 from labelattn.cli import main
 from labelattn.corpus import CorpusError, explain_dataset, predict_dataset, save
+from labelattn.shards import ShardFolder
 from labelattn.summarize import corpus_statistics, write_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,6 +244,22 @@ def test_cli_predict_and_explain_with_id_column_and_summary(saved_model, tmp_pat
     assert cli("predict", saved_model, data, "--text-column", "body", "--output", tmp_path / "b.csv") == 2
     assert cli("predict", saved_model, data, "--output", data, "--overwrite") == 2
     assert data.stat().st_size > 0
+
+
+def test_an_interrupted_command_or_a_system_error_is_one_line(monkeypatch, capsys, saved_model, tmp_path):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("labelattn.predict.run", interrupted)
+    assert cli("predict", saved_model, "data.csv") == 130
+    assert capsys.readouterr().err == "labelattn predict: interrupted; what was finished is kept\n"
+
+    def disk_full(args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("labelattn.predict.run", disk_full)
+    assert cli("predict", saved_model, "data.csv") == 2
+    assert capsys.readouterr().err == "labelattn predict: error: [Errno 28] No space left on device\n"
 
 
 def test_overwrite_never_deletes_the_input(saved_model, tmp_path):
@@ -474,6 +491,18 @@ def test_a_shard_folder_of_a_run_killed_early_says_what_overwrite_deletes(model,
         explain_dataset(model, tokenizer, corpus(6), method="saliency", output_dir=folder, shard_size=3, progress=False)
 
 
+def test_of_two_runs_started_together_into_one_folder_the_second_is_refused(tmp_path):
+    # Both checked the new folder before either recorded its settings: the second to record them is refused.
+    first, second = ShardFolder(tmp_path / "run"), ShardFolder(tmp_path / "run")
+    for folder in (first, second):
+        folder.check_settings({"task": "predict"}, overwrite=False)
+    first.prepare({"task": "predict"}, overwrite=False)
+    with pytest.raises(CorpusError, match=r"another run \(task: 'predict' there, 'explain' now"):
+        second.prepare({"task": "explain"}, overwrite=False)
+    second.prepare({"task": "predict"}, overwrite=False)  # the same run's settings: resumed
+    assert json.loads(first.settings_file.read_text()) == {"task": "predict"}
+
+
 def test_a_damaged_shard_is_named_and_recomputed_once_deleted(saved_model, tmp_path, capsys):
     data, output = write_csv(tmp_path / "data.csv", 10), tmp_path / "out.parquet"
     command = ["predict", saved_model, data, "--output", output, "--shard-size", "4", "--no-progress"]
@@ -519,6 +548,7 @@ def test_a_read_only_output_folder_is_refused_in_one_line_before_any_work(saved_
 
 
 NOT_EXPLANATIONS = [
+    ("x.jsonl", "", "x.jsonl is empty"),
     (
         "x.jsonl",
         '{"target_label": "a", "words": ["x", "y"], "scores": [1.0], "error": null}\n',

@@ -229,3 +229,20 @@ def test_a_label_map_that_would_mislabel_classes_is_refused(broken, id2label, me
     set_labels(broken, id2label)
     with pytest.raises(LoadError, match=message):
         load_classifier(broken)
+
+
+@pytest.mark.parametrize(
+    ("num_labels", "problem_type", "message"),
+    [
+        (1, "regression", "problem_type is 'regression': the model predicts a number"),
+        (1, None, r"has 1 output \(num_labels=1\)"),
+        (3, "regression", "problem_type is 'regression'"),
+    ],
+)
+def test_a_model_without_class_probabilities_is_refused(tmp_path, tokenizer, num_labels, problem_type, message):
+    # Softmax over one output is 1 for every text: predicted "with probability 1.0", a wrong result.
+    torch.manual_seed(0)
+    config = tiny_encoder_config(num_labels=num_labels, problem_type=problem_type)
+    folder = save_model(BertForSequenceClassification(config).eval(), tokenizer, tmp_path / "scorer")
+    with pytest.raises(LoadError, match=message):
+        load_classifier(folder)
