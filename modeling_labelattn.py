@@ -55,6 +55,21 @@ class LabelAttnModelOutput(ModelOutput):
             exactly 0 on padding (a text of only padding gets a row of zeros).
         class_scores (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
+        label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
+            When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
+            score, `Σ_h A[c, h, t] (u_h W_V,h)·v_t`, where `u_h` is head h's slice of `W_Oᵀ w` (the readout folded
+            into the output map) and `v_t` the vector the values read at position t: on the embedding backbone the
+            token's own embedding (the token context steers only the weights), on the encoder backbone the final
+            layer's output at t, which has already mixed in the text (the terms are per final-layer position).
+            Exactly 0 on padding, and everywhere for a text of only padding. `class_scores` is
+            computed from them in the same call: `class_scores = label_contributions.sum(-1) +
+            label_contribution_bias`.
+        label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
+            With `label_contributions`: the part of each score that no position carries, `class_scores −
+            label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w` (the value bias passes the weighting
+            unchanged, since the weights sum to 1 over the real tokens), the same for every class up to float
+            rounding, so it cancels in every difference of classes and in the softmax; a text of only padding
+            has `b_w` (the readout's bias) alone.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -63,6 +78,8 @@ class LabelAttnModelOutput(ModelOutput):
     attentions: tuple[torch.FloatTensor, ...] | None = None
     label_attentions: torch.FloatTensor | None = None
     class_scores: torch.FloatTensor | None = None
+    label_contributions: torch.FloatTensor | None = None
+    label_contribution_bias: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -77,6 +94,16 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
             One score per class, before softmax (single-label) or sigmoid (multi-label).
         hidden_states, attentions, label_attentions:
             As in [`LabelAttnModelOutput`].
+        label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
+            When `output_label_contributions=True`: each position's exact term in each class's logit, 0 on padding,
+            and the logits of the same call are computed from them: `logits = label_contributions.sum(-1) +
+            label_contribution_bias`. Label attention: as in [`LabelAttnModelOutput`], with the classifier as the
+            readout. Mean pooling: `W_c·x_t / n` for the `n` real tokens, `x_t` the vectors it averages (with the
+            token context, each position's convolved vector, which also holds its neighbours').
+        label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
+            With `label_contributions`: the part of each logit that no position carries. Label attention: the same
+            for every class up to float rounding (see [`LabelAttnModelOutput`]); mean pooling: the classifier's
+            bias `b_c`.
     """
 
     loss: torch.FloatTensor | None = None
@@ -84,6 +111,8 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     label_attentions: torch.FloatTensor | None = None
+    label_contributions: torch.FloatTensor | None = None
+    label_contribution_bias: torch.FloatTensor | None = None
 
 
 class LabelAttention(nn.Module):
@@ -103,10 +132,12 @@ class LabelAttention(nn.Module):
       and head, so the second attention product disappears (`_value_folded`);
     - many classes, class vectors: a fused kernel (`scaled_dot_product_attention`) weighs `V` without storing the
       weights (`_fused`).
-    The last two run one block of classes at a time, so that memory stays bounded at thousands of classes.
+    The last two run one block of classes at a time, so that memory stays bounded at thousands of classes. A fifth
+    way gives each token's exact term in every class's score, and the scores as their sum (`_contributions`).
     """
 
-    # A block of classes holds at most this many numbers (the scores of `_value_folded`, the contexts of `_fused`).
+    # A block of classes holds at most this many numbers (the scores of `_value_folded` and `_contributions`, the
+    # contexts of `_fused`).
     block_elements = 2**19
 
     def __init__(self, config: LabelAttnConfig):
@@ -132,7 +163,8 @@ class LabelAttention(nn.Module):
         output_attentions: bool = False,
         readout: nn.Linear | None = None,
         value_states: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        output_contributions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """
         Args:
             hidden_states: token vectors `(batch, seq_len, hidden)`, which the keys read (and the values, unless
@@ -145,10 +177,12 @@ class LabelAttention(nn.Module):
             value_states: token vectors `(batch, seq_len, hidden)` that the values read, when they differ from the
                 keys' (the embedding backbone's token context steers where a class looks, and the class vector is
                 made of the tokens' own vectors, so that a weight is exactly one token's share of it).
+            output_contributions: with `readout`, also return each token's term in every class's score, and compute
+                the scores as their sum (see `_contributions`).
 
         Returns:
-            class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; and the
-            weights, or None when they were not formed.
+            class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; the
+            weights, or None when they were not formed; the contributions `(batch, num_labels, seq_len)`, or None.
         """
         queries = self.query(self.label_embeddings)  # (labels, hidden)
         is_token = attention_mask.bool()
@@ -162,8 +196,13 @@ class LabelAttention(nn.Module):
             out_weight, out_bias = readout.weight @ out_weight, readout.weight @ out_bias  # (1, hidden), (1,)
 
         tokens = (hidden_states, hidden_states if value_states is None else value_states)  # read by keys, values
-        weights = None
-        if output_attentions or (self.training and self.attention_dropout.p > 0):
+        weights = contributions = None
+        if output_contributions:  # the scores as the sum of their terms, and `u·b_V` (the same for every token)
+            contributions, weights = self._contributions(
+                *tokens, queries, is_token, visible, out_weight, output_attentions
+            )
+            pooled = contributions.sum(-1, keepdim=True) + (out_bias + out_weight @ self.value.bias)
+        elif output_attentions or (self.training and self.attention_dropout.p > 0):
             context, weights = self._weigh_values(*tokens, queries, is_token, visible)
             pooled = nn.functional.linear(context, out_weight, out_bias)
         elif self._folds_projections(*hidden_states.shape[:2]):
@@ -176,7 +215,7 @@ class LabelAttention(nn.Module):
             pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden or 1)
         if readout is not None:
             pooled = pooled.squeeze(-1) + readout.bias
-        return pooled, weights
+        return pooled, weights, contributions
 
     def _weigh_values(
         self,
@@ -187,12 +226,18 @@ class LabelAttention(nn.Module):
         visible: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The weights `(batch, heads, labels, seq)` as a tensor, and the class contexts `(batch, labels, hidden)`."""
-        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
+        weights = self._weights(hidden_states, queries, is_token, visible)
         values = self._split_heads(self.value(value_states))
+        return (weights @ values).transpose(1, 2).flatten(-2), weights
+
+    def _weights(
+        self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
+    ) -> torch.Tensor:
+        """The weights `(batch, heads, labels, seq)`, 0 on padding, as they leave `attention_dropout`."""
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
         scores = self._split_heads(queries) @ keys.transpose(-1, -2) / math.sqrt(self.head_size)
         weights = torch.softmax(scores.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
-        weights = self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
-        return (weights @ values).transpose(1, 2).flatten(-2), weights
+        return self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
 
     def _folds_projections(self, batch_size: int, seq_len: int) -> bool:
         """Whether `_folded` costs fewer multiply-adds than `_fused`: folding `W_K` into the queries (`labels × d²`),
@@ -272,6 +317,45 @@ class LabelAttention(nn.Module):
             class_scores.append(weighted.sum((0, 3)))  # (block, batch); 2-3x faster than einsum's permuting copy
         return (torch.cat(class_scores).T + out_bias).unsqueeze(-1)
 
+    def _contributions(
+        self,
+        hidden_states: torch.Tensor,
+        value_states: torch.Tensor,
+        queries: torch.Tensor,
+        is_token: torch.Tensor,
+        visible: torch.Tensor,
+        out_weight: torch.Tensor,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each token's term in every class's score of a readout folded into the output map (`out_weight (1, hidden)`):
+        `(batch, labels, seq)`, 0 on padding; and the weights when asked for (the contributions are then theirs).
+
+        Exact: as in `_value_folded`, `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h W_V,h)·x_j + u_h·b_V,h` (the weights sum to 1),
+        so the score is `Σ_j Σ_h a_h,j (u_h W_V,h)·x_j` plus a bias that no token carries, the same for every class.
+        The same blocks of classes as `_value_folded`, summed over the heads only: the extra memory is the output.
+        """
+        batch_size, seq_len, hidden = hidden_states.shape
+        heads, head_size = self.num_heads, self.head_size
+        head_readouts = out_weight.view(heads, head_size)  # u_h
+        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
+        token_scores = nn.functional.linear(value_states, token_maps)  # (u_h W_V,h)·x_j: (batch, seq, heads)
+        # 0 on padding, so that its terms are 0 even in a text of only padding, whose weights see every position.
+        token_scores = token_scores.masked_fill(~is_token[:, :, None], 0.0)
+        if output_attentions:
+            weights = self._weights(hidden_states, queries, is_token, visible)
+            return torch.einsum("bhcj,bjh->bcj", weights, token_scores), weights
+        token_scores = token_scores.permute(2, 0, 1)  # (heads, batch, seq)
+        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
+        padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
+        block = max(1, self.block_elements // (heads * batch_size * seq_len))
+        contributions = token_scores.new_empty(batch_size, queries.shape[0], seq_len)  # written block by block
+        for start in range(0, queries.shape[0], block):
+            block_queries = self._split_heads(queries[start : start + block]) / math.sqrt(head_size)
+            scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
+            terms = (torch.softmax(scores, dim=-1) * token_scores[:, None]).sum(0)  # (block, batch, seq)
+            contributions[:, start : start + block] = terms.transpose(0, 1)
+        return contributions, None
+
     def _fused(
         self,
         hidden_states: torch.Tensor,
@@ -324,6 +408,14 @@ def masked_mean(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> to
     """Mean of the real tokens' vectors, `(batch, seq, hidden) -> (batch, hidden)`; 0 for a text of only padding."""
     mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
     return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def mean_contributions(hidden_states: torch.Tensor, attention_mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Each position's term `W_c·x_t / n` in `W x̄` of mean pooling over the `n` real tokens, `weight (labels, hidden)`:
+    `(batch, seq, hidden) -> (batch, labels, seq)`, 0 on padding and for a text of only padding."""
+    mask = attention_mask.to(hidden_states.dtype)
+    shares = mask / mask.sum(dim=-1, keepdim=True).clamp(min=1.0)  # 1/n on the real tokens
+    return nn.functional.linear(hidden_states, weight).transpose(1, 2) * shares[:, None, :]
 
 
 def without_pooler(encoder: PreTrainedModel) -> PreTrainedModel:
@@ -459,6 +551,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         readout: nn.Linear | None = None,
+        output_label_contributions: bool = False,
         **kwargs,
     ) -> LabelAttnModelOutput | tuple:
         """
@@ -473,10 +566,24 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             readout: a scoring layer `hidden -> 1` shared by the classes (label attention only): `class_scores`
                 holds its score of every class vector, computed without forming the vectors (`pooler_output` is
                 None then). [`LabelAttnForSequenceClassification`] passes its classifier.
+            output_label_contributions: with a `readout`, return `label_contributions`, each position's exact term
+                in each class score, and `label_contribution_bias`, the part no position carries; `class_scores` is
+                then computed as their sum. Not in training with `attention_dropout`, whose rescaled weights no
+                longer sum to 1.
         """
         self._check_inputs(input_ids, attention_mask, inputs_embeds)
         if readout is not None and self.label_attention is None:
             raise LabelAttnInputError("A readout scores class vectors, which only pooling='label_attention' forms.")
+        if output_label_contributions and readout is None:
+            raise LabelAttnInputError(
+                "Label contributions are the terms of class scores, which the base model forms only with a scoring "
+                "layer: call LabelAttnForSequenceClassification, or pass readout= (pooling='label_attention')."
+            )
+        if output_label_contributions and self.training and self.label_attention.attention_dropout.p > 0:
+            raise LabelAttnInputError(
+                "Label contributions are exact only without attention dropout, which acts in training: call "
+                "model.eval() first, or set attention_dropout=0."
+            )
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -508,13 +615,17 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         if self.token_context is not None:
             tokens = self.token_context(tokens, attention_mask)
 
-        label_attentions = class_scores = None
+        label_attentions = class_scores = contributions = contribution_bias = None
         if self.label_attention is not None:
             values_from = own_tokens if self.token_context is not None else None
-            pooled, weights = self.label_attention(tokens, attention_mask, output_attentions, readout, values_from)
+            pooled, weights, contributions = self.label_attention(
+                tokens, attention_mask, output_attentions, readout, values_from, output_label_contributions
+            )
             label_attentions = weights if output_attentions else None
             if readout is not None:
                 pooled, class_scores = None, pooled
+            if contributions is not None:
+                contribution_bias = class_scores - contributions.sum(-1)
         else:
             pooled = masked_mean(tokens, attention_mask)
 
@@ -525,6 +636,8 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             attentions=attentions,
             label_attentions=label_attentions,
             class_scores=class_scores,
+            label_contributions=contributions,
+            label_contribution_bias=contribution_bias,
         )
         return output if return_dict else output.to_tuple()
 
@@ -562,14 +675,23 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        output_label_contributions: bool = False,
         **kwargs,
     ) -> LabelAttnSequenceClassifierOutput | tuple:
         """
         Args:
             labels: `(batch,)` class indices (single-label) or `(batch, num_labels)` 0/1 targets (multi-label).
+            output_label_contributions: return `label_contributions`, each position's exact term in each logit, and
+                `label_contribution_bias`, the part no position carries, and compute the logits as their sum. For
+                explanations, in eval mode: in training, classifier and attention dropout would break the sum.
             Others as in [`LabelAttnModel.forward`].
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if output_label_contributions and self.training and self.dropout.p > 0:
+            raise LabelAttnInputError(
+                "Label contributions are exact only without classifier dropout, which acts in training: call "
+                "model.eval() first, or set classifier_dropout=0."
+            )
         # Label attention scores every class vector with one shared layer, which folds into the head (see
         # `LabelAttention`), unless dropout must act on the class vectors between the two.
         folds = self.config.pooling == "label_attention" and not (self.training and self.dropout.p > 0)
@@ -582,9 +704,16 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             output_hidden_states=output_hidden_states,
             return_dict=True,
             readout=self.classifier if folds else None,
+            output_label_contributions=output_label_contributions and folds,
         )
+        contributions, contribution_bias = outputs.label_contributions, outputs.label_contribution_bias
         if folds:
             logits = outputs.class_scores
+        elif output_label_contributions:  # mean pooling: W x̄ + b = Σ_t W x_t / n + b
+            mask = attention_mask if attention_mask is not None else torch.ones_like(outputs.last_hidden_state[..., 0])
+            contributions = mean_contributions(outputs.last_hidden_state, mask, self.classifier.weight)
+            contribution_bias = self.classifier.bias.expand(contributions.shape[:2])
+            logits = contributions.sum(-1) + contribution_bias
         else:
             logits = self.classifier(self.dropout(outputs.pooler_output))
             if self.config.pooling == "label_attention":
@@ -597,6 +726,8 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             label_attentions=outputs.label_attentions,
+            label_contributions=contributions,
+            label_contribution_bias=contribution_bias,
         )
         return output if return_dict else output.to_tuple()
 

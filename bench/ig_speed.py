@@ -43,7 +43,7 @@ from captum.attr import LayerIntegratedGradients
 from transformers_interpret import SequenceClassificationExplainer
 
 from explainers import explain, get_explainer, load_classifier
-from explainers.forward import TargetLogit
+from explainers.forward import ExplainedOutput
 from explainers.words import tokenize
 from labelattn.data import load_data
 
@@ -117,7 +117,7 @@ def ti_accuracy(explainer: SequenceClassificationExplainer, runs: list[dict]) ->
 
 def captum_per_text(model, ig_explainer, items, targets) -> list[bool]:
     """One `LayerIntegratedGradients.attribute` call per text, unpadded, all steps in one batch."""
-    forward = TargetLogit(model)
+    forward = ExplainedOutput(model, "logit")
     lig = LayerIntegratedGradients(forward, model.get_input_embeddings())
     ok = []
     for item, target in zip(items, targets, strict=True):

@@ -34,7 +34,7 @@ from _docs_block import write_into_docs
 from captum.attr import ShapleyValueSampling
 
 from explainers import explain, get_explainer, load_classifier
-from explainers.forward import TargetLogit
+from explainers.forward import ExplainedOutput
 from explainers.shap import WordCoalitions
 from explainers.words import TokenizedText, tokenize
 from labelattn.data import load_data
@@ -48,7 +48,7 @@ def captum_shapley(model, shap, item: TokenizedText, target: int) -> list[float]
     """Word values by Captum's `ShapleyValueSampling` (the feature mask groups each word's sub-tokens)."""
     batch = shap.collate([item])
     is_word = batch.is_word[0]
-    forward = TargetLogit(model)
+    forward = ExplainedOutput(model, "logit")
 
     def on_words(word_ids: torch.Tensor, *args) -> torch.Tensor:
         full = batch.input_ids.expand(word_ids.shape[0], -1).clone()

@@ -8,24 +8,20 @@ pair = explain(model, tokenizer, ("A man is sleeping.", "Nobody is awake."), met
 ```
 """
 
-# Each method module registers itself on import.
-from . import (  # noqa: F401
-    attention_flow,
-    attention_rollout,
-    grad_weighted_attention,
-    input_x_gradient,
-    integrated_gradients,
-    label_attention,
-    random_baseline,
-    saliency,
-    shap,
-)
+import importlib
+import pkgutil
+
 from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
 from .base import METHODS, Explainer, TokenScores
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
+
+# Every module of the package is imported, and each method module registers its class (`@register`): a new method
+# is one new module, found here, in `explain`, the command line and the Space with no other edit.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "METHODS",

@@ -14,6 +14,7 @@ from .checks import check_count, check_max_length
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
 from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
+from .options import cost_option
 from .targets import Target
 from .words import TextInput, check_texts, tokenize
 
@@ -105,12 +106,12 @@ def cost_hints(method: str) -> dict[str, Any]:
     does), "default": that option's default, "caps": {option: cap} for interactive use}`."""
     if method not in METHODS:
         raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    cls = METHODS[method]
-    option = cls.cost_option
+    declared = METHODS[method].all_options()
+    option = cost_option(declared)
     return {
-        "option": option,
-        "default": cls.defaults.get(option) if option is not None else None,
-        "caps": dict(cls.cost_caps),
+        "option": option.name if option is not None else None,
+        "default": option.default if option is not None else None,
+        "caps": {o.name: o.cap for o in declared if o.cap is not None},
     }
 
 

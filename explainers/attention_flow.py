@@ -34,6 +34,8 @@ class AttentionFlowExplainer(Explainer):
     One max-flow problem per token: slower than rollout (seconds for a long text on a 6-layer encoder)."""
 
     name = "attention_flow"
+    title = "Attention flow"
+    order = 70
     needs_attentions = True
 
     def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:

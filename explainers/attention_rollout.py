@@ -25,6 +25,8 @@ class AttentionRolloutExplainer(Explainer):
     ones included, the scores sum to 1."""
 
     name = "attention_rollout"
+    title = "Attention rollout"
+    order = 60
     needs_attentions = True
 
     def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:

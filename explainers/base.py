@@ -13,11 +13,12 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .checks import check_count, check_max_length, check_target_choice
-from .errors import ExplainerError, MethodError
+from .errors import MethodError
 from .explanation import Explanation
 from .models import (
     baseline_token_id,
     check_finite_logits,
+    exclusive,
     has_input_embeddings,
     has_label_attention,
     pads_left,
@@ -25,6 +26,8 @@ from .models import (
     returns_attentions,
     unwrap,
 )
+from .options import Option, check_options
+from .outputs import resolve_output
 from .targets import Target, resolve_targets
 from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
 
@@ -32,8 +35,12 @@ METHODS: dict[str, type["Explainer"]] = {}
 
 
 def register(cls: type["Explainer"]) -> type["Explainer"]:
-    """Class decorator: make a method available to `explain(method=cls.name)`."""
+    """Class decorator: make a method available to `explain(method=cls.name)`, the command line and the Space.
+    `METHODS` stays in the order people see the methods in (`Explainer.order`, then name)."""
     METHODS[cls.name] = cls
+    ordered = sorted(METHODS.values(), key=lambda method: (method.order, method.name))
+    METHODS.clear()
+    METHODS.update((method.name, method) for method in ordered)
     return cls
 
 
@@ -80,35 +87,55 @@ def evaluating(model: torch.nn.Module) -> Iterator[None]:
             module.train(training)
 
 
+def method_names(**requirements: bool) -> str:
+    """The registered methods (the random baseline left out) whose class attributes have the given values, as text
+    for an error hint: `method_names(needs_embeddings=False)` -> "attention_flow, ..., shap"."""
+    names = [
+        name
+        for name, cls in sorted(METHODS.items())
+        if not cls.is_baseline and all(getattr(cls, key) == value for key, value in requirements.items())
+    ]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 class Explainer:
-    """Base of all methods. Subclasses set `name` and implement `token_scores`.
+    """Base of all methods. A subclass declares what it is and needs, and implements `token_scores`; registered
+    with `@register`, it is offered everywhere (`explain`, the command line, the Space, the faithfulness report).
 
     Class attributes:
         name: the `method=` name.
-        allows_contrast: the method can explain a logit difference (pair targets).
+        title: the name shown to people (the Space, tables).
+        order: where the method is listed among the others (lower first; ties by name).
+        options: the method's keyword options (`explainers.options.Option`), declared once; others are refused.
+        outputs: the outputs of the model the method can explain (`explainers.outputs`); empty for a method whose
+            scores are not a share of any output (attention rollout and flow, weights). A method with outputs takes
+            the option `output` (default: the model's, see `explainers.outputs.default_output`).
+        score_meaning: what a word's score is, as the start of a phrase that ends with the explained output ("each
+            word's Shapley value for" ... "the log-probability of HUM").
+        baseline_name: what the method compares the text with, in words ("every word removed"), when its scores add
+            up to `score - baseline_score`.
+        allows_contrast: the method can explain a difference of two classes (pair targets).
         needs_embeddings: the method hooks the input embeddings (`get_input_embeddings()`).
         needs_attentions: the method follows the attention weights of the model's layers (rollout, flow).
-        needs_label_attention: the method reads the label-attention weights (a labelattn model).
+        needs_label_attention: the method reads the label attention of a labelattn model.
+        is_baseline: the method is a baseline to compare with (random), not an explanation.
         max_padding: the largest fraction of padding a batch may hold (see `length_sorted_batches`); 0 for
             methods whose cost per text is large enough that batching only texts of one length costs nothing.
-        defaults: the method's options and their default values; other options are refused.
-        choices: the allowed values of the options that take one of a few.
-        nullable: the options that also take None.
-        cost_option: the option that scales the method's cost (None when only the text's length does).
-        cost_caps: caps on options for interactive use (a Space), the cost option's included.
     """
 
     name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    order: ClassVar[int] = 50
+    options: ClassVar[tuple[Option, ...]] = ()
+    outputs: ClassVar[tuple[str, ...]] = ()
+    score_meaning: ClassVar[str] = "each word's score for"
+    baseline_name: ClassVar[str] = "the baseline"
     allows_contrast: ClassVar[bool] = False
     needs_embeddings: ClassVar[bool] = False
     needs_attentions: ClassVar[bool] = False
     needs_label_attention: ClassVar[bool] = False
+    is_baseline: ClassVar[bool] = False
     max_padding: ClassVar[float] = 0.25
-    defaults: ClassVar[dict[str, Any]] = {}
-    choices: ClassVar[dict[str, Sequence[str]]] = {}
-    nullable: ClassVar[frozenset[str]] = frozenset()
-    cost_option: ClassVar[str | None] = None
-    cost_caps: ClassVar[dict[str, int]] = {}
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None = None):
         model, tokenizer = unwrap(model, tokenizer)
@@ -122,19 +149,39 @@ class Explainer:
         self.baseline_id = baseline_token_id(tokenizer)
 
     @classmethod
+    def all_options(cls) -> tuple[Option, ...]:
+        """The method's declared options, and `output` for a method that explains an output of the model."""
+        if not cls.outputs:
+            return cls.options
+        output = Option(
+            "output",
+            None,
+            str,
+            "the number explained (None: the model's default, the logit minus the mean logit for a single-label "
+            "model and the class's log-odds for a multi-label one; see docs/explainers.md)",
+            choices=cls.outputs,
+            nullable=True,
+        )
+        return (*cls.options, output)
+
+    @classmethod
     def unsupported(cls, model: PreTrainedModel) -> str | None:
         """Why this method cannot explain `model` (a sentence naming what is missing and what to use), or None."""
         if cls.needs_embeddings and not has_input_embeddings(model):
-            return "it has no input embeddings (get_input_embeddings()) to take gradients at; use shap."
+            return (
+                "it has no input embeddings (get_input_embeddings()) to take gradients at; use "
+                f"{method_names(needs_embeddings=False, needs_label_attention=False, needs_attentions=False)}."
+            )
+        usable = method_names(needs_label_attention=False, needs_attentions=False)
         if cls.needs_label_attention and not has_label_attention(model):
             return (
                 "the method reads label-attention weights, which only a labelattn model pooling with label_attention "
-                "has; use integrated_gradients, saliency or shap."
+                f"has; use {usable}."
             )
         if cls.needs_attentions and not returns_attentions(model):
             return (
                 "the method follows attention through the model's layers, and this model returns no attention "
-                "weights (a labelattn embedding backbone has none); use integrated_gradients, saliency or shap."
+                f"weights (a labelattn embedding backbone has none); use {usable}."
             )
         return None
 
@@ -147,30 +194,22 @@ class Explainer:
             batch: the texts, padded, on the model's device.
             target: `(batch,)` class explained in each row.
             contrast: `(batch,)` class b of "target rather than b" in each row, or None.
+            options: the method's options, checked, defaults filled in (`output` resolved to a name).
         """
         raise NotImplementedError
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        """The options with the defaults filled in, after checking their names, types (each that of its default;
-        an int does for a float) and `choices`. Subclasses add their own range checks."""
-        unknown = sorted(set(options) - set(self.defaults))
-        if unknown:
-            raise ExplainerError(
-                f"{self.name} takes no option {unknown}: its options are {sorted(self.defaults) or 'none'}."
-            )
-        for name, value in options.items():
-            default = self.defaults[name]
-            if value is None and name in self.nullable:
-                continue
-            expected = (int, float) if isinstance(default, float) else type(default)
-            if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
-                raise ExplainerError(
-                    f"{name}={value!r} has the wrong type ({type(value).__name__}): {self.name} expects "
-                    f"{type(default).__name__} for it, e.g. the default {default!r}."
-                )
-            if name in self.choices and value not in self.choices[name]:
-                raise ExplainerError(f"{name}={value!r}: choose one of {list(self.choices[name])}.")
-        return {**self.defaults, **options}
+        """The options with the defaults filled in and `output` resolved for this model, after checking each against
+        its declaration (`explainers.options`) and then the rules between options (`check_option_values`)."""
+        options = check_options(self.all_options(), options, self.name)
+        if self.outputs:
+            options["output"] = resolve_output(options["output"], self.model, self.outputs, self.name)
+        self.check_option_values(options)
+        return options
+
+    def check_option_values(self, options: dict[str, Any]) -> None:
+        """Rules between a method's options, or of an option and the model (e.g. `n_steps <= max_steps`): raise
+        `ExplainerError` with the fix. None by default."""
 
     def predict(self, items: list[TokenizedText], batch_size: int) -> torch.Tensor:
         """Logits `(texts, num_labels)` (float32) of the tokenized texts, checked to be finite."""
@@ -213,9 +252,10 @@ class Explainer:
         check_count(batch_size, "batch_size", "rows")
         options = self.check_options(options)
         pairs = any(isinstance(text, tuple) for text in texts)
-        items = tokenize(self.tokenizer, texts, check_max_length(max_length, self.model, self.tokenizer, pairs))
-        with evaluating(self.model), pooling_ready(self.model):
-            explanations = self._explain(items, target, targets == "all", top_k, batch_size, options)
+        with exclusive(self.model):
+            items = tokenize(self.tokenizer, texts, check_max_length(max_length, self.model, self.tokenizer, pairs))
+            with evaluating(self.model), pooling_ready(self.model):
+                explanations = self._explain(items, target, targets == "all", top_k, batch_size, options)
         return explanations[0] if single else explanations
 
     def _explain(
@@ -304,6 +344,7 @@ class Explainer:
             contrast=contrast,
             contrast_label=self.id2label[contrast] if contrast is not None else None,
             truncated=item.truncated,
+            output=options.get("output"),
             score=diagnostics.get("score"),
             baseline_score=diagnostics.get("baseline_score"),
             delta=diagnostics.get("delta"),
@@ -323,7 +364,7 @@ def predict_logits(
     device = next(model.parameters()).device
     logits = torch.empty(len(items), model.config.num_labels, device=device)
     left = pads_left(model)
-    with evaluating(model), pooling_ready(model):
+    with exclusive(model), evaluating(model), pooling_ready(model):
         for rows in length_sorted_batches(items, range(len(items)), batch_size):
             batch = collate([items[i] for i in rows], pad_token_id, device, left=left)
             logits[rows] = model(**batch.model_inputs()).logits.float()

@@ -28,8 +28,12 @@ class Explanation:
         method, options: the method and the options it ran with.
         contrast, contrast_label: the class b of a pair target "why target rather than b?", else None.
         truncated: the text was longer than the model reads; only the words kept are explained.
-        score, baseline_score, delta: for Integrated Gradients, F(x), F(x') and Captum's convergence delta,
-            so that `sum(scores) ≈ score - baseline_score` within `delta`.
+        output: the number of the model the scores explain (`explainers.outputs`: "logit", "centered_logit",
+            "log_probability" or "probability"), or None for a method whose scores are no share of an output
+            (attention rollout and flow, label-attention weights, random).
+        score, baseline_score, delta: F(x) and F(x') of that output for the methods whose scores add up to their
+            difference (Integrated Gradients, SHAP, label attention), so that `sum(scores) ≈ score -
+            baseline_score`, within Integrated Gradients' convergence `delta`.
         extras: method-specific diagnostics that are JSON-able, e.g. `class_scores` (classes × words) and
             `labels` for label attention, `n_steps` used by IG, `standard_errors` of SHAP.
         text_pair: the second segment of a text pair, else None.
@@ -48,6 +52,7 @@ class Explanation:
     contrast: int | None = None
     contrast_label: str | None = None
     truncated: bool = False
+    output: str | None = None
     score: float | None = None
     baseline_score: float | None = None
     delta: float | None = None
@@ -211,6 +216,7 @@ FIELD_TYPES = {
     "contrast": "class index or None",
     "contrast_label": "str or None",
     "truncated": "bool",
+    "output": "str or None",
     "score": "number or None",
     "baseline_score": "number or None",
     "delta": "number or None",

@@ -1,5 +1,5 @@
-"""F, the scalar that the gradient and perturbation methods explain, as a function Captum can call; and a
-temporary hook on the embedding layer's output."""
+"""F, the number that the gradient and perturbation methods explain (`explainers.outputs`), as a function Captum
+can call; and a temporary hook on the embedding layer's output."""
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -9,20 +9,23 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from .base import at_least_float32
-from .targets import target_output
+from .outputs import explained_output, is_multi_label
 from .words import TokenBatch
 
 
-class TargetLogit:
-    """`F(rows) -> (rows,)`: the target class's logit, minus the contrast class's logit for a pair target.
+class ExplainedOutput:
+    """`F(rows) -> (rows,)`: the explained output of the target class (e.g. its log-probability), minus the same of
+    the contrast class for a pair target.
 
     Captum calls it with its inputs first (token ids `(rows, seq_len)`) and then `args(...)`, which it repeats
     along the rows for every interpolation step or perturbation. The model runs in its own dtype; F is float32,
     so that what Captum sums from it (convergence delta, Shapley values) is not rounded to bf16.
     """
 
-    def __init__(self, model: PreTrainedModel):
+    def __init__(self, model: PreTrainedModel, output: str):
         self.model = model
+        self.output = output
+        self.multi_label = is_multi_label(model)
 
     def __call__(
         self,
@@ -36,7 +39,7 @@ class TargetLogit:
         inputs = {"token_type_ids": token_type_ids, "position_ids": position_ids}
         inputs = {name: value for name, value in inputs.items() if value is not None}
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask, **inputs).logits
-        return target_output(at_least_float32(logits), target, contrast)
+        return explained_output(at_least_float32(logits), target, contrast, self.output, self.multi_label)
 
     @staticmethod
     def args(batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> tuple:

@@ -1,16 +1,16 @@
 """Gradient-weighted attention: attention weights times the size of F's gradient with respect to them."""
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel
 
-from .base import Explainer, TokenScores, at_least_float32, register
+from .base import Explainer, TokenScores, at_least_float32, method_names, register
 from .errors import MethodError
 from .forward import embedding_output
 from .models import has_label_attention, returned_attentions, returns_attentions
-from .targets import target_output
+from .options import Option
+from .outputs import OUTPUTS, explained_output, is_multi_label
 from .words import TokenBatch
 
 
@@ -23,30 +23,39 @@ class GradWeightedAttentionExplainer(Explainer):
     The weights are the tensors the model returns with `output_attentions=True`, which are the very tensors that
     weighted the values in that pass, so their gradients are exact.
 
-    Options:
-        source: "all" (label attention and the model's attention layers, summed: both are in units of F), "label"
-            or "encoder" (the attention layers of the model, encoder or decoder).
     """
 
     name = "grad_weighted_attention"
+    title = "Gradient-weighted attention"
+    order = 50
+    score_meaning = "the attention each word receives, weighted by the size of its gradient, for"
+    outputs = OUTPUTS
     allows_contrast = True
     needs_embeddings = True
-    defaults: ClassVar[dict[str, Any]] = {"source": "all"}
-    choices: ClassVar[dict[str, Sequence[str]]] = {"source": ("all", "label", "encoder")}
+    options = (
+        Option(
+            "source",
+            "all",
+            str,
+            "all (label attention and the model's attention layers, summed: both are in units of F), label, or "
+            "encoder (the attention layers of the model, encoder or decoder)",
+            choices=("all", "label", "encoder"),
+        ),
+    )
 
     @classmethod
     def unsupported(cls, model: PreTrainedModel) -> str | None:
         """Besides input embeddings, attention weights of either kind: the layers' or the label attention's."""
         reason = super().unsupported(model)
         if reason is None and not (returns_attentions(model) or has_label_attention(model)):
+            usable = method_names(needs_label_attention=False, needs_attentions=False)
             return (
                 "the method weighs attention, and this model returns none (no attention weights from its layers, "
-                "no label attention); use integrated_gradients, saliency or shap."
+                f"no label attention); use {usable}."
             )
         return reason
 
-    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        options = super().check_options(options)
+    def check_option_values(self, options: dict[str, Any]) -> None:
         present = {
             "all": True,
             "label": has_label_attention(self.model),
@@ -57,10 +66,9 @@ class GradWeightedAttentionExplainer(Explainer):
                 f"source={options['source']!r}: this {type(self.model).__name__} has no {options['source']} "
                 "attention; use source='all'."
             )
-        return options
 
     def token_scores(
-        self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, source: str
+        self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, source: str, output: str
     ) -> TokenScores:
         # The embeddings require grad, so that every attention weight does even when the weights are frozen.
         hook = embedding_output(self.model, lambda ids, out: out.detach().requires_grad_())
@@ -72,9 +80,11 @@ class GradWeightedAttentionExplainer(Explainer):
                 weights.append(label_attentions)
             if source in ("all", "encoder") and outputs.attentions:
                 weights.extend(outputs.attentions)
-            output = target_output(outputs.logits, target, contrast)
+            explained = explained_output(
+                at_least_float32(outputs.logits), target, contrast, output, is_multi_label(self.model)
+            )
             # Rows are independent, so the gradient of the sum holds each row's own gradient.
-            grads = torch.autograd.grad(output.sum(), weights)
+            grads = torch.autograd.grad(explained.sum(), weights)
         weighted = (at_least_float32(w) * at_least_float32(g).abs() for w, g in zip(weights, grads, strict=True))
         scores = sum(w.mean(dim=1).sum(dim=1) for w in weighted)  # heads averaged, what attends summed
         return TokenScores(scores=scores.detach())

@@ -6,7 +6,8 @@ import torch
 from captum.attr import LayerGradientXActivation
 
 from .base import Explainer, TokenScores, at_least_float32
-from .forward import TargetLogit
+from .forward import ExplainedOutput
+from .outputs import OUTPUTS
 from .words import TokenBatch
 
 
@@ -18,6 +19,7 @@ class EmbeddingGradientExplainer(Explainer):
     `(batch, seq_len, hidden)` attributions into one score per token.
     """
 
+    outputs = OUTPUTS
     allows_contrast = True
     needs_embeddings = True
     multiply_by_inputs: ClassVar[bool] = False
@@ -26,8 +28,10 @@ class EmbeddingGradientExplainer(Explainer):
     def reduce(attributions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def token_scores(self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None) -> TokenScores:
-        forward = TargetLogit(self.model)
+    def token_scores(
+        self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, output: str
+    ) -> TokenScores:
+        forward = ExplainedOutput(self.model, output)
         method = LayerGradientXActivation(
             forward, self.model.get_input_embeddings(), multiply_by_inputs=self.multiply_by_inputs
         )

@@ -12,6 +12,9 @@ class InputXGradientExplainer(EmbeddingGradientExplainer):
     embedding from zero to its value raises F (to first order)."""
 
     name = "input_x_gradient"
+    title = "Gradient × input"
+    order = 40
+    score_meaning = "each word's first-order share (gradient × embedding) of"
     multiply_by_inputs = True
 
     @staticmethod

@@ -8,30 +8,33 @@ x and x′, so every unit of `F(x) − F(x′)` lands on a word.
 """
 
 import math
-from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from captum.attr import LayerIntegratedGradients
-from captum.attr._utils.approximation_methods import SUPPORTED_METHODS
 from torch import nn
 
 from .base import Explainer, TokenScores, at_least_float32, register
 from .errors import ExplainerError
-from .forward import TargetLogit, embedding_output
+from .forward import ExplainedOutput, embedding_output
+from .options import Option
+from .outputs import OUTPUTS
 from .words import TokenBatch
 
+# Captum's quadrature rules (the `method` of `LayerIntegratedGradients.attribute`).
+QUADRATURES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 
-class EndpointRecorder(TargetLogit):
-    """`TargetLogit` that keeps its outputs of the passes run without gradient, by input ids.
+
+class EndpointRecorder(ExplainedOutput):
+    """`ExplainedOutput` that keeps its outputs of the passes run without gradient, by input ids.
 
     `LayerIntegratedGradients` runs the model once on the inputs and once on the baselines (to read the layer's
     endpoints) before integrating: those outputs are F(x) and F(x′), reused here rather than recomputed.
     """
 
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
+    def __init__(self, model: nn.Module, output: str):
+        super().__init__(model, output)
         self.outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def __call__(self, input_ids: torch.Tensor, *args) -> torch.Tensor:
@@ -47,48 +50,63 @@ class EndpointRecorder(TargetLogit):
 
 @register
 class IntegratedGradientsExplainer(Explainer):
-    """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions.
-
-    Options:
-        n_steps: quadrature points along the path (all computed in one batch with the other texts of the group).
-        integration: Captum's quadrature (its `method`), "gausslegendre" (reaches a given delta with the fewest
-            steps) or "riemann_left" / "riemann_right" / "riemann_middle" / "riemann_trapezoid". (Not called
-            `method`, which is `explain`'s choice of explainer.)
-        baseline: "pad" (each word token becomes the baseline token: the padding token, or for a model without
-            one its unknown or end-of-text token) or "zero" (a zero embedding).
-        tolerance: when set, a text whose |delta| > tolerance · |F(x) − F(x′)| is integrated again with twice
-            the steps, up to `max_steps`; `extras["n_steps"]` says how many it took.
-        max_steps: the most steps `tolerance` may ask for.
+    """Integrated Gradients from a baseline of baseline-token (or zero) embeddings at the word positions: each
+    word's share of F(x) − F(x′), within the convergence delta. The options are declared in `options`.
     """
 
     name = "integrated_gradients"
+    title = "Integrated Gradients"
+    order = 20
+    score_meaning = "each word's share (integrated gradient) of"
+    outputs = OUTPUTS
+    baseline_name = "the baseline text, every word token replaced by the baseline token"
     allows_contrast = True
     needs_embeddings = True
-    cost_option = "n_steps"
-    cost_caps: ClassVar[dict[str, int]] = {"n_steps": 64, "max_steps": 64}
     # Each text costs n_steps rows: a batch of texts of one length is already a large batch, and padding would
     # cost as much as real tokens.
     max_padding = 0.0
-    defaults: ClassVar[dict[str, Any]] = {
-        "n_steps": 32,
-        "integration": "gausslegendre",
-        "baseline": "pad",
-        "tolerance": 0.01,
-        "max_steps": 256,
-    }
-    choices: ClassVar[dict[str, Sequence[str]]] = {"integration": SUPPORTED_METHODS, "baseline": ("pad", "zero")}
-    nullable = frozenset({"tolerance"})
+    options = (
+        Option(
+            "n_steps",
+            32,
+            int,
+            "quadrature points along the path, all computed in one batch with the other texts of the group",
+            minimum=1,
+            cost=True,
+            cap=64,
+        ),
+        Option(
+            "integration",
+            "gausslegendre",
+            str,
+            "the quadrature rule (Captum's `method`): gausslegendre reaches a given delta with the fewest steps",
+            choices=QUADRATURES,
+        ),
+        Option(
+            "baseline",
+            "pad",
+            str,
+            "x′: pad replaces each word token by the baseline token (the padding token, else the unknown or "
+            "end-of-text token), zero gives the word positions a zero embedding",
+            choices=("pad", "zero"),
+        ),
+        Option(
+            "tolerance",
+            0.01,
+            float,
+            "a text whose |delta| > tolerance · |F(x) − F(x′)| is integrated again with twice the steps, up to "
+            "max_steps (None: keep n_steps); extras['n_steps'] says how many it took",
+            nullable=True,
+        ),
+        Option("max_steps", 256, int, "the most steps tolerance may ask for", minimum=1, cap=64),
+    )
 
-    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        options = super().check_options(options)
+    def check_option_values(self, options: dict[str, Any]) -> None:
         n_steps, max_steps, tolerance = options["n_steps"], options["max_steps"], options["tolerance"]
-        if max_steps < 1:
-            raise ExplainerError(f"max_steps={max_steps} must be at least 1 (the most steps tolerance may ask for).")
-        if not 1 <= n_steps <= max_steps:
+        if n_steps > max_steps:
             raise ExplainerError(f"n_steps={n_steps} must be at least 1 and at most max_steps={max_steps}.")
         if tolerance is not None and not (math.isfinite(tolerance) and tolerance > 0):
             raise ExplainerError(f"tolerance={tolerance} must be a positive finite number, or None to keep n_steps.")
-        return options
 
     def integrate(
         self,
@@ -98,6 +116,7 @@ class IntegratedGradientsExplainer(Explainer):
         n_steps: int,
         integration: str,
         baseline: str,
+        output: str,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One `LayerIntegratedGradients` call over the whole batch, all steps in one pass.
 
@@ -107,7 +126,7 @@ class IntegratedGradientsExplainer(Explainer):
         pad_id = self.baseline_id
         layer = self.model.get_input_embeddings()
         baseline_ids = batch.input_ids.masked_fill(batch.is_word, pad_id)
-        forward = EndpointRecorder(self.model)
+        forward = EndpointRecorder(self.model, output)
         # The "zero" baseline: the baseline positions of x′ embed to zero. x runs unchanged: its padding (the same
         # id) is masked out of every attention, so zeroing it would change no output, but a word token of that id
         # (GPT-2 pads with <|endoftext|>) would be wrongly zeroed.
@@ -146,7 +165,7 @@ class IntegratedGradientsExplainer(Explainer):
         **path: str,
     ) -> TokenScores:
         """IG of the batch with `n_steps`, then again with more steps for the texts `tolerance` finds too coarse;
-        `path` is `integrate`'s `integration` and `baseline`."""
+        `path` is `integrate`'s `integration`, `baseline` and `output`."""
         scores, output, baseline_output, delta = self.integrate(batch, target, contrast, n_steps, **path)
         steps = torch.full_like(delta, n_steps, dtype=torch.long)
         while tolerance is not None:

@@ -13,6 +13,8 @@ class LabelAttentionExplainer(Explainer):
     `extras["class_scores"]`."""
 
     name = "label_attention"
+    title = "Label attention"
+    order = 10
     needs_label_attention = True
 
     @torch.no_grad()

@@ -31,6 +31,7 @@ Padding and the baseline token:
 """
 
 import math
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +48,24 @@ NO_LIMIT = int(1e30)
 # Eager attention is the implementation that returns its weights.
 EAGER = "eager"
 _RETURNS_ATTENTIONS: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
+_LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
+def exclusive(thing: Any) -> Iterator[None]:
+    """Within the block no other thread uses `thing` (a model or a tokenizer) through the explainers.
+
+    Explaining changes a model for the length of a call, in ways another call would see: eval mode, a decoder's
+    `pad_token_id`, an attention implementation, Captum's hooks on the embedding layer; and a fast tokenizer cannot
+    be used by two threads at once ("Already borrowed"). So every call that runs a model (`explain`, `predict`,
+    the faithfulness measures) holds its lock, and calls on one model from many threads run one at a time, each
+    exactly as it would alone. Re-entrant: a call may make others within it.
+    """
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(thing, threading.RLock())
+    with lock:
+        yield
 
 
 def is_pipeline(model: Any) -> bool:
@@ -126,7 +145,7 @@ def baseline_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
 def pooling_ready(model: PreTrainedModel) -> Iterator[None]:
     """Within the block a decoder classifier pools the last column of any left-padded batch (its
     `pad_token_id` is -1, an id no token has); other models are left as they are. The change is to the model's
-    config: do not run one decoder model from several threads at once while it is explained."""
+    config, and is undone on exit: hold `exclusive(model)` around it."""
     if readout(model) != "last":
         yield
         return
@@ -163,7 +182,7 @@ def returns_attentions(model: PreTrainedModel) -> bool:
     if model not in _RETURNS_ATTENTIONS:
         device = next(model.parameters()).device
         try:
-            with returned_attentions(model), pooling_ready(model):
+            with exclusive(model), returned_attentions(model), pooling_ready(model):
                 outputs = model(input_ids=torch.zeros(1, 2, dtype=torch.long, device=device), output_attentions=True)
             attentions = getattr(outputs, "attentions", None)
             _RETURNS_ATTENTIONS[model] = bool(attentions) and all(isinstance(a, torch.Tensor) for a in attentions)

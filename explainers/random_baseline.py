@@ -1,10 +1,9 @@
 """Random word scores: the baseline every faithfulness measure must beat."""
 
-from typing import Any, ClassVar
-
 import torch
 
 from .base import Explainer, TokenScores, register, text_seed
+from .options import Option
 from .words import TokenBatch, word_to_token_scores
 
 
@@ -13,13 +12,14 @@ class RandomExplainer(Explainer):
     """Each word gets a score drawn uniformly from [0, 1), from a generator seeded by `seed` and the text, so
     that a text gets the same scores in any batch and different texts get different ones. Ignores the target.
 
-    Options:
-        seed: change it to draw other scores.
     """
 
     name = "random"
+    title = "Random (baseline)"
+    order = 90
     allows_contrast = True
-    defaults: ClassVar[dict[str, Any]] = {"seed": 0}
+    is_baseline = True
+    options = (Option("seed", 0, int, "change it to draw other scores"),)
 
     def token_scores(
         self, batch: TokenBatch, target: torch.Tensor, contrast: torch.Tensor | None, seed: int

@@ -12,6 +12,9 @@ class SaliencyExplainer(EmbeddingGradientExplainer):
     its sub-tokens' norms. Non-negative: it says how much, not in which direction."""
 
     name = "saliency"
+    title = "Saliency (gradient)"
+    order = 30
+    score_meaning = "the size of the gradient, unsigned, with respect to each word, of"
 
     @staticmethod
     def reduce(attributions: torch.Tensor) -> torch.Tensor:

@@ -8,15 +8,16 @@ the perturbed texts of a text batched into few forward passes.
 """
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from .base import Explainer, TokenScores, register, text_seed
 from .errors import ExplainerError
-from .forward import TargetLogit
+from .forward import ExplainedOutput
+from .options import Option
+from .outputs import OUTPUTS
 from .words import TokenBatch, word_to_token_scores
 
 
@@ -44,50 +45,62 @@ class ShapExplainer(Explainer):
     deviation of its pair means over √(pairs). With two words or fewer one pair is every ordering: the values are
     exact and their standard errors 0.
 
-    Options:
-        target_error: stop once the words' standard errors average at most `target_error` × the mean |φ| of
-            the text's words (None: always draw `max_samples`).
-        min_samples, max_samples: the fewest and most orderings per text under that rule (each ordering costs
-            one forward pass per word, less one).
-        n_samples: a fixed number of orderings instead of the rule (None: the rule). Odd numbers are rounded up
-            to whole pairs.
-        baseline: the token standing for an absent word, "pad" (the model's padding or baseline token) or "mask"
-            (the tokenizer's [MASK]).
-        perturbations_per_eval: perturbed texts evaluated in one forward pass.
-        seed: the orderings depend only on it and the text, so a text gets the same values in any batch.
+    The options are declared in `options`.
     """
 
     name = "shap"
+    title = "SHAP (Shapley value sampling)"
+    order = 80
+    score_meaning = "each word's Shapley value for"
+    outputs = OUTPUTS
+    baseline_name = "every word removed"
     allows_contrast = True
-    defaults: ClassVar[dict[str, Any]] = {
-        "target_error": 0.1,
-        "min_samples": 8,
-        "max_samples": 32,
-        "n_samples": None,
-        "baseline": "pad",
-        "perturbations_per_eval": 128,
-        "seed": 0,
-    }
-    choices: ClassVar[dict[str, Sequence[str]]] = {"baseline": ("pad", "mask")}
-    nullable: ClassVar[frozenset[str]] = frozenset({"target_error", "n_samples"})
-    # The sample budget bounds the cost; the stopping rule often ends sooner.
-    cost_option = "max_samples"
-    cost_caps: ClassVar[dict[str, int]] = {"max_samples": 64}
+    options = (
+        Option(
+            "target_error",
+            0.1,
+            float,
+            "stop once the words' standard errors average at most target_error × the mean |φ| of the text's words "
+            "(None: always draw max_samples)",
+            nullable=True,
+        ),
+        Option("min_samples", 8, int, "the fewest orderings per text under the stopping rule", minimum=1),
+        Option(
+            "max_samples",
+            32,
+            int,
+            "the most orderings per text (each costs one forward pass per word, less one); the stopping rule often "
+            "ends sooner",
+            minimum=1,
+            cost=True,
+            cap=64,
+        ),
+        Option(
+            "n_samples",
+            None,
+            int,
+            "a fixed number of orderings instead of the rule (None: the rule); odd numbers are rounded up to whole "
+            "pairs",
+            nullable=True,
+            minimum=1,
+        ),
+        Option(
+            "baseline",
+            "pad",
+            str,
+            "the token standing for an absent word: pad (the model's padding or baseline token) or mask "
+            "(the tokenizer's [MASK])",
+            choices=("pad", "mask"),
+        ),
+        Option("perturbations_per_eval", 128, int, "perturbed texts evaluated in one forward pass", minimum=1),
+        Option(
+            "seed", 0, int, "the orderings depend only on it and the text, so a text gets the same values in any batch"
+        ),
+    )
 
-    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        # n_samples defaults to None but takes an int, which the base's type check (by the default's type) refuses.
-        n_samples = options.get("n_samples")
-        options = super().check_options({k: v for k, v in options.items() if k != "n_samples"})
-        if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int)):
-            raise ExplainerError(
-                f"n_samples={n_samples!r} has the wrong type ({type(n_samples).__name__}): shap expects int or None."
-            )
-        options["n_samples"] = n_samples
+    def check_option_values(self, options: dict[str, Any]) -> None:
         if options["baseline"] == "mask" and self.tokenizer.mask_token_id is None:
             raise ExplainerError(f"{type(self.tokenizer).__name__} has no mask token: use baseline='pad'.")
-        for name in ("n_samples", "min_samples", "max_samples", "perturbations_per_eval"):
-            if options[name] is not None and options[name] < 1:
-                raise ExplainerError(f"{name}={options[name]} must be at least 1.")
         if options["min_samples"] > options["max_samples"]:
             raise ExplainerError(
                 f"min_samples={options['min_samples']} is above max_samples={options['max_samples']}: "
@@ -99,7 +112,6 @@ class ShapExplainer(Explainer):
                 f"target_error={error!r}: give a fraction of the mean |value| (e.g. 0.1), 0 or more, or None to "
                 "always draw max_samples."
             )
-        return options
 
     def token_scores(
         self,
@@ -108,6 +120,7 @@ class ShapExplainer(Explainer):
         contrast: torch.Tensor | None,
         baseline: str,
         seed: int,
+        output: str,
         **sampling,
     ) -> TokenScores:
         baseline_id = self.tokenizer.mask_token_id if baseline == "mask" else self.baseline_id
@@ -118,7 +131,9 @@ class ShapExplainer(Explainer):
         for row in range(batch.input_ids.shape[0]):
             text = batch.select(torch.tensor([row], device=self.device))
             text_contrast = contrast[row : row + 1] if contrast is not None else None
-            forward = WordCoalitions(self.model, text, target[row : row + 1], text_contrast, baseline_id)
+            forward = WordCoalitions(
+                ExplainedOutput(self.model, output), text, target[row : row + 1], text_contrast, baseline_id
+            )
             generator = torch.Generator().manual_seed(text_seed(text.input_ids[0].tolist(), seed))
             estimate = estimate_shapley(forward, generator, **sampling)
             words[row, : estimate.values.shape[0]] = estimate.values
@@ -143,13 +158,13 @@ class WordCoalitions:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        forward: ExplainedOutput,
         text: TokenBatch,
         target: torch.Tensor,
         contrast: torch.Tensor | None,
         baseline_id: int,
     ):
-        self.forward = TargetLogit(model)
+        self.forward = forward
         self.args = self.forward.args(text, target, contrast)
         self.input_ids = text.input_ids  # (1, seq_len)
         self.word_of_token = text.word_index[0]  # (seq_len,), -1 for special tokens

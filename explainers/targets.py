@@ -49,10 +49,11 @@ def resolve_targets(
     for i, item in enumerate(per_text):
         if isinstance(item, tuple):
             if not allow_contrast:
+                from .base import method_names  # the registry imports this module
+
                 raise TargetError(
                     f"The method {method!r} cannot explain a pair target {item!r} (a logit difference): "
-                    "use a gradient method (integrated_gradients, saliency, input_x_gradient, "
-                    "grad_weighted_attention, shap)."
+                    f"use {method_names(allows_contrast=True)}."
                 )
             if len(item) != 2:
                 raise TargetError(f"A pair target has two classes (a, b), got {item!r}.")
@@ -72,12 +73,3 @@ def resolve_targets(
     device = predicted.device
     contrast = torch.tensor(contrasts, device=device) if has_contrast else None
     return torch.tensor(targets, device=device), contrast
-
-
-def target_output(logits: torch.Tensor, target: torch.Tensor, contrast: torch.Tensor | None) -> torch.Tensor:
-    """The scalar each text is explained for, `(batch, classes) -> (batch,)`: the target logit, minus the
-    contrast class's logit when a pair was asked."""
-    output = logits.gather(-1, target[:, None]).squeeze(-1)
-    if contrast is not None:
-        output = output - logits.gather(-1, contrast[:, None]).squeeze(-1)
-    return output

@@ -23,6 +23,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from .errors import ExplainerInputError
+from .models import exclusive
 
 # One text to explain: a str, or a pair (text, text_pair) for the models that read two segments.
 TextInput = str | tuple[str, str]
@@ -145,7 +146,8 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
             continue
         first = [texts[i][0] if is_pair else texts[i] for i in indices]
         second = [texts[i][1] for i in indices] if is_pair else None
-        encoding = tokenizer(first, second, truncation=True, max_length=max_length, return_offsets_mapping=True)
+        with exclusive(tokenizer):  # a fast tokenizer's truncation setting is shared state
+            encoding = tokenizer(first, second, truncation=True, max_length=max_length, return_offsets_mapping=True)
         for row, i in enumerate(indices):
             items[i] = tokenized_text(texts[i], encoding, row, i, max_length)
     return items

@@ -2,10 +2,17 @@
 
 MODEL is any text classifier (`explainers.load_classifier`); DATA's texts may be pairs (`--text-pair-column`).
 Runs every method that the model supports (and the random baseline) on N texts, measures comprehensiveness,
-sufficiency and τ-LOO (`explainers.faithfulness`), and writes `results.md`, `results.json` and `results.png`:
-one row per method. Under `accelerate launch` the texts are split across the processes
-(`split_between_processes`) and the rows gathered on
-the main process, so the same command runs on one CPU or many GPUs.
+sufficiency and τ-LOO (`explainers.faithfulness`), and with `--rationale-column` the plausibility of the scores
+against human rationales (token F1, token IOU, AUPRC), and writes `results.md`, `results.json` and `results.png`:
+one row per method, with what each method explained (`Explanation.output`). Under `accelerate launch` the texts are
+split across the processes (`split_between_processes`) and the rows gathered on the main process, so the same
+command runs on one CPU or many GPUs.
+
+The rationale column holds, per row, a list (in CSV, written as JSON): one 0/1 or soft value in [0, 1] per word of
+the text as the tokenizer splits it, e.g. `[0, 1, 0]`, or the rationale's words, e.g. `["zebra"]`; `[]` for a text
+without one (`explainers.rationales`). Every row is checked against the words the model reads before anything is
+explained, and the k of the top-k words (the mean rationale size, unless `--rationale-top-k`) is taken over all the
+texts, so that it does not depend on the number of processes.
 """
 
 import argparse
@@ -22,6 +29,11 @@ COLUMNS = (
     ("comprehensiveness", "comprehensiveness ↑"),
     ("sufficiency", "sufficiency ↓"),
     ("tau_loo", "τ-LOO ↑"),
+)
+PLAUSIBILITY_COLUMNS = (
+    ("token_f1", "token F1 ↑"),
+    ("token_iou", "token IOU ↑"),
+    ("auprc", "AUPRC ↑"),
 )
 BASELINE = "random"
 
@@ -51,6 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the pair (text, text pair), words of both segments.",
     )
     parser.add_argument("--label-column", default="label", help="Label column of a CSV/JSONL file.")
+    parser.add_argument(
+        "--rationale-column",
+        default=None,
+        metavar="NAME",
+        help="Column of human rationales, to measure plausibility (token F1, token IOU, AUPRC): per row a list "
+        "(in CSV, as JSON) of one 0/1 or soft value in [0, 1] per word, e.g. [0, 1, 0], or of the rationale's "
+        'words, e.g. ["zebra"]; [] for none.',
+    )
+    parser.add_argument(
+        "--rationale-top-k",
+        type=int,
+        default=None,
+        metavar="K",
+        help="Top words compared with the rationales (default: the mean rationale size, as ERASER).",
+    )
     parser.add_argument("--output-dir", type=Path, default=None, help="Default: outputs/faithfulness/<model name>.")
     parser.add_argument("--overwrite", action="store_true", help="Replace the results already in --output-dir.")
     parser.add_argument(
@@ -79,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from accelerate import PartialState
     from accelerate.utils import gather_object, parse_flag_from_env
 
-    from explainers import baseline_token_id, get_explainer, load_classifier
+    from explainers import get_explainer, load_classifier
     from explainers.faithfulness import check_settings
 
     # PartialState: the process layout of `accelerate launch` (or one process), without the training machinery
@@ -99,24 +126,26 @@ def run(args: argparse.Namespace) -> int:
     args.method_options = _method_options(args.option, methods)
     for method, options in args.method_options.items():  # refuse a wrong option before hours of explaining
         get_explainer(model, tokenizer, method).check_options(options)
+    rationales = _rationales(args, model, tokenizer, texts)  # checked before any explaining, too
 
-    with accelerator.split_between_processes(texts) as shard:
-        measured = measure(model, tokenizer, shard, methods, percentages, args) if shard else _empty()
+    rows = {"texts": texts, **({"rationales": rationales} if rationales is not None else {})}
+    with accelerator.split_between_processes(rows) as shard:
+        measured = (
+            measure(model, tokenizer, shard["texts"], shard.get("rationales"), methods, percentages, args)
+            if shard["texts"]
+            else _empty()
+        )
     # gather_object concatenates the processes' lists in rank order: the texts come back in their own order.
     gathered = {key: gather_object(value) for key, value in measured.items()}
     if accelerator.is_main_process:
-        options = {
-            "percentages": percentages,
-            "removal": args.removal,
-            "baseline_token_id": baseline_token_id(tokenizer),
-        }
-        results = summarize(gathered, methods, skipped, model, options)
+        results = summarize(gathered, methods, skipped, model, _options(percentages, tokenizer, args))
         results.update(
             command="labelattn " + shlex.join(sys.argv[1:]),
             method_options=args.method_options,
             model=args.model,
             data=args.data,
             split=args.split,
+            rationale_column=args.rationale_column,
             processes=accelerator.num_processes,
             texts=len(texts),
         )
@@ -125,6 +154,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {output_dir}/results.md, results.json and results.png.")
     accelerator.wait_for_everyone()
     return 0
+
+
+def _options(percentages: list[float], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
+    """How the explanations were measured, as `evaluate_faithfulness` records it in its reports' options."""
+    from explainers import baseline_token_id
+    from explainers.rationales import RATIONALE_THRESHOLD
+
+    options = {"percentages": percentages, "removal": args.removal, "baseline_token_id": baseline_token_id(tokenizer)}
+    if args.rationale_column is not None:
+        options.update(rationale_top_k=args.rationale_top_k, rationale_threshold=RATIONALE_THRESHOLD)
+    return options
 
 
 def _percentages(text: str) -> list[float]:
@@ -154,6 +194,78 @@ def _column(args: argparse.Namespace, column: str) -> list[str]:
     if args.split == "all":
         return load_texts(args.data, text_column=column)
     return list(load_data(args.data, text_column=column, label_column=args.label_column).splits[args.split]["text"])
+
+
+def _rationales(args: argparse.Namespace, model, tokenizer, texts: list) -> list[list[bool]] | None:
+    """The rationale mask of each text measured (None without --rationale-column), checked against the words the
+    model reads; sets `args.rationale_top_k` to the k of all the texts when it is not given."""
+    from explainers import token_limit
+    from explainers.checks import check_count
+    from explainers.rationales import default_top_k, rationale_mask
+    from explainers.words import tokenize
+
+    if args.rationale_column is None:
+        if args.rationale_top_k is not None:
+            raise ValueError("--rationale-top-k is the k of the plausibility measures: give a --rationale-column too.")
+        return None
+    if args.rationale_top_k is not None:
+        check_count(args.rationale_top_k, "--rationale-top-k", "top words", error=ValueError)
+    rows = _rationale_rows(args)[: len(texts)]
+    items = tokenize(tokenizer, texts, token_limit(model, tokenizer))
+    masks = [
+        rationale_mask(_parsed_rationale(where, value), item.words, where, item.truncated)
+        for (where, value), item in zip(rows, items, strict=True)
+    ]
+    if args.rationale_top_k is None:
+        args.rationale_top_k = default_top_k(masks)
+    return masks
+
+
+def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """`(where, value)` of the rationale column for the rows that `_texts` reads, in its order: every row for
+    `all` (the splits of a datasets folder in their order), else the split's rows, by their ids in the part of DATA
+    that `labelattn.data.load_data` took them from (the split itself, or the training rows it was held out of)."""
+    import datasets
+
+    from labelattn.data import BUILTIN, SPLITS, _require_column, load_data, load_table
+
+    if args.data in BUILTIN and not Path(args.data).exists():
+        raise ValueError(
+            f"The built-in data set {args.data!r} has no rationales: --rationale-column needs a CSV / JSONL file or "
+            "a datasets folder with such a column."
+        )
+    table, row_name = load_table(Path(args.data))
+    whole = isinstance(table, datasets.Dataset)
+    parts = {"train": table} if whole else {name: table[name] for name in SPLITS if name in table}
+    if args.split == "all":
+        chosen = [(name, range(len(part))) for name, part in parts.items()]
+    else:
+        split = load_data(args.data, text_column=args.text_column, label_column=args.label_column).splits[args.split]
+        chosen = [(args.split if args.split in parts else "train", split["id"])]
+    rows = []
+    for name, ids in chosen:
+        origin = args.data if whole else f"{args.data} [{name}]"
+        _require_column(parts[name], origin, "rationale", args.rationale_column)
+        values = parts[name][args.rationale_column]
+        rows += [(f"{origin}, {row_name(i)}", values[i]) for i in ids]
+    return rows
+
+
+def _parsed_rationale(where: str, value: Any) -> Any:
+    """A rationale cell as a list: CSV holds it as JSON text, JSONL and datasets folders as a list already."""
+    from explainers.rationales import RationaleError
+
+    if value is None:
+        raise RationaleError(f"{where}: the rationale is missing; write [] for a text without rationale words.")
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise RationaleError(
+            f"{where}: the rationale {value!r} is not a JSON list: write e.g. [0, 1, 0] (one value per word) or "
+            '["zebra"] (the rationale\'s words).'
+        ) from None
 
 
 def _methods(model, asked: str) -> tuple[list[str], dict[str, str]]:
@@ -196,8 +308,11 @@ def _empty() -> dict[str, list]:
     return {"per_text": [], "timings": [], "agreement": []}
 
 
-def measure(model, tokenizer, texts: list[str], methods: list[str], percentages, args) -> dict[str, list]:
-    """Explain `texts` by every method and measure the explanations; lists of plain records, ready to gather."""
+def measure(
+    model, tokenizer, texts: list, rationales: list[list[bool]] | None, methods: list[str], percentages, args
+) -> dict[str, list]:
+    """Explain `texts` by every method and measure the explanations (against `rationales` too, if any); lists of
+    plain records, ready to gather."""
     from explainers import explain
     from explainers.faithfulness import evaluate_faithfulness, rank_agreement
 
@@ -210,7 +325,14 @@ def measure(model, tokenizer, texts: list[str], methods: list[str], percentages,
         )
         timings.append({"method": method, "seconds": time.perf_counter() - start, "texts": len(texts)})
     reports = evaluate_faithfulness(
-        model, tokenizer, explanations, percentages=percentages, removal=args.removal, batch_size=args.batch_size
+        model,
+        tokenizer,
+        explanations,
+        percentages=percentages,
+        removal=args.removal,
+        batch_size=args.batch_size,
+        rationales=rationales,
+        rationale_top_k=args.rationale_top_k if rationales is not None else None,
     )
     per_text = [row for report in reports.values() for row in report.per_text]
     agreement = []
@@ -223,7 +345,7 @@ def measure(model, tokenizer, texts: list[str], methods: list[str], percentages,
 
 def summarize(gathered: dict[str, list], methods: list[str], skipped: dict[str, str], model, options) -> dict[str, Any]:
     """The table (one row per method), the same by predicted class, and the methods' mean rank agreement."""
-    from explainers.faithfulness import FaithfulnessReport, mean_defined
+    from explainers.faithfulness import FaithfulnessReport, explained_output, mean_defined
 
     labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
     by_method = defaultdict(list)
@@ -235,10 +357,11 @@ def summarize(gathered: dict[str, list], methods: list[str], skipped: dict[str, 
         counted[timing["method"]] += timing["texts"]
     rows, by_class, per_text = [], {}, {}
     for method in methods:
-        report = FaithfulnessReport(method, by_method[method], dict(options))
+        report = FaithfulnessReport(method, by_method[method], {**options, **explained_output(by_method[method])})
         rows.append(
             {
                 "method": method,
+                "output": report.options.get("output"),
                 **report.summary(),
                 "seconds_per_text": seconds[method] / counted[method] if counted[method] else None,
             }
@@ -269,13 +392,34 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _name(method: str) -> str:
+    return f"{method} (baseline)" if method == BASELINE else method
+
+
+def _measured_columns(results: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The measures of the results: faithfulness, and plausibility when rationales were given."""
+    return COLUMNS + (PLAUSIBILITY_COLUMNS if "rationale_top_k" in results["options"] else ())
+
+
 def markdown_table(results: dict[str, Any]) -> str:
-    """The main table: one row per method, the random baseline marked."""
-    header = ["method", *(title for _, title in COLUMNS), "seconds / text", "texts"]
+    """The main table: one row per method, the random baseline marked, with the number each method explained."""
+    header = ["method", "explains", *(title for _, title in COLUMNS), "seconds / text", "texts"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in results["rows"]:
-        name = f"{row['method']} (baseline)" if row["method"] == BASELINE else row["method"]
-        cells = [name, *(_cell(row[key]) for key, _ in COLUMNS), _cell(row["seconds_per_text"], 4), str(row["texts"])]
+        output = row["output"] if isinstance(row["output"], str | None) else ", ".join(row["output"])
+        cells = [_name(row["method"]), output or "—", *(_cell(row[key]) for key, _ in COLUMNS)]
+        cells += [_cell(row["seconds_per_text"], 4), str(row["texts"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plausibility_table(results: dict[str, Any]) -> str:
+    """One row per method: token F1, token IOU and AUPRC against the rationales, and the texts that had one."""
+    header = ["method", *(title for _, title in PLAUSIBILITY_COLUMNS), "texts with a rationale", "with AUPRC"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in results["rows"]:
+        cells = [_name(row["method"]), *(_cell(row[key]) for key, _ in PLAUSIBILITY_COLUMNS)]
+        cells += [str(row["rationale_texts"]), str(row["auprc_texts"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -290,11 +434,24 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"{results['texts']} texts of {results['data']} ({results['split']} split); top-k% words with "
         f"k ∈ {{{ks}}}%, removed by {options['removal']} (baseline token id {options['baseline_token_id']}). "
-        "Each method explains the predicted class; seconds / text is explaining time, summed over processes.",
+        "Each method explains the predicted class; *explains* is the number of the model its scores explain "
+        "(`Explanation.output`, — where the method does not say), while the measures are on the probability of "
+        "that class, as ERASER's. Seconds / text is explaining time, summed over processes.",
         "",
         markdown_table(results),
         "",
     ]
+    if "rationale_top_k" in options:
+        parts += [
+            f"## Plausibility against the human rationales of `{results['rationale_column']}`",
+            "",
+            f"The top k = {options['rationale_top_k']} words of each text (the mean rationale size, unless "
+            f"--rationale-top-k) against its rationale (soft values ≥ {options['rationale_threshold']} count); a text "
+            "without a rationale word is left out, and AUPRC also leaves out the texts whose every word is in it.",
+            "",
+            plausibility_table(results),
+            "",
+        ]
     if results["method_options"]:
         parts += [f"Options other than the defaults: {json.dumps(results['method_options'])}.", ""]
     if results["skipped"]:
@@ -323,10 +480,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = results["rows"]
+    rows, columns = results["rows"], _measured_columns(results)
     names = [row["method"] for row in rows]
-    figure, axes = plt.subplots(1, len(COLUMNS), figsize=(4 * len(COLUMNS), 0.45 * len(rows) + 1.6), sharey=True)
-    for ax, (key, title) in zip(axes, COLUMNS, strict=True):
+    figure, axes = plt.subplots(1, len(columns), figsize=(4 * len(columns), 0.45 * len(rows) + 1.6), sharey=True)
+    for ax, (key, title) in zip(axes, columns, strict=True):
         values = [row[key] if row[key] is not None else 0.0 for row in rows]
         colours = ["#9ca3af" if name == BASELINE else "#2563eb" for name in names]
         bars = ax.barh(range(len(rows)), values, color=colours)

@@ -5,11 +5,11 @@ import torch
 from captum.attr import LayerIntegratedGradients
 from conftest import PLANTED_WORD, make_model, planted_texts, tiny_encoder_config
 
-from explainers import explain
+from explainers import METHODS, explain
 from explainers.attention_graph import residual_attention
 from explainers.attention_rollout import rollout
 from explainers.base import length_sorted_batches
-from explainers.forward import TargetLogit
+from explainers.forward import ExplainedOutput
 from explainers.words import tokenize
 
 SHORT = "why?"
@@ -40,6 +40,11 @@ def plain_logits(model, ids: torch.Tensor) -> torch.Tensor:
         return model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
 
 
+def centered(logits: torch.Tensor) -> torch.Tensor:
+    """What a single-label model's explanations explain by default: each logit minus the mean logit."""
+    return logits - logits.mean(dim=-1, keepdim=True)
+
+
 def ig(model, tokenizer, texts, **options):
     return explain(model, tokenizer, texts, method="integrated_gradients", **options)
 
@@ -55,12 +60,13 @@ def test_ig_completeness_and_endpoints(backbone, baseline, tokenizer, request):
     for text, exp in zip(texts, ig(model, tokenizer, texts, baseline=baseline, tolerance=None), strict=True):
         assert abs(exp.score - exp.baseline_score) > 1e-2, "a model whose F does not move would judge nothing"
         assert abs(sum(exp.scores) - (exp.score - exp.baseline_score)) <= abs(exp.delta) + 1e-5
-        # F(x) is the model's own target logit; with the pad baseline, F(x') is its logit on [CLS] [PAD]… [SEP].
+        # F(x) is the model's own centered target logit; with the pad baseline, F(x') is that of [CLS] [PAD]… [SEP].
         ids = tokenizer(text, return_tensors="pt").input_ids
-        assert exp.score == pytest.approx(float(plain_logits(model, ids)[0, exp.target]), abs=1e-5)
+        assert exp.score == pytest.approx(float(centered(plain_logits(model, ids))[0, exp.target]), abs=1e-5)
         if baseline == "pad":
             ids[0, 1:-1] = tokenizer.pad_token_id
-            assert exp.baseline_score == pytest.approx(float(plain_logits(model, ids)[0, exp.target]), abs=1e-5)
+            expected = centered(plain_logits(model, ids))[0, exp.target]
+            assert exp.baseline_score == pytest.approx(float(expected), abs=1e-5)
 
 
 def test_ig_delta_is_captums_convergence_delta(tokenizer, double_models):
@@ -69,7 +75,7 @@ def test_ig_delta_is_captums_convergence_delta(tokenizer, double_models):
     results = ig(model, tokenizer, texts, n_steps=8, tolerance=None, target=1)
     for text, exp in zip(texts, results, strict=True):
         ids = tokenizer(text, return_tensors="pt").input_ids
-        forward = TargetLogit(model)
+        forward = ExplainedOutput(model, exp.output)
         args = (torch.ones_like(ids), None, None, torch.tensor([1]), None)
         baseline = ids.clone()
         baseline[0, 1:-1] = tokenizer.pad_token_id
@@ -88,7 +94,7 @@ def test_ig_zero_baseline_is_a_zero_embedding_at_the_words(backbone, tokenizer, 
     embeds = model.get_input_embeddings()(ids).detach()
     embeds[0, 1:-1] = 0.0
     with torch.no_grad():
-        baseline = model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).logits[0, exp.target]
+        baseline = centered(model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).logits)[0, exp.target]
     assert exp.baseline_score == pytest.approx(float(baseline), abs=1e-5)
     pad = ig(model, tokenizer, MEDIUM, baseline="pad")
     assert abs(pad.baseline_score - exp.baseline_score) > 1e-3, "the test model's [PAD] row must not be zero"
@@ -224,9 +230,10 @@ def test_shap_sums_to_the_output_minus_the_empty_text(tokenizer, encoder_model):
     exp = explain(encoder_model, tokenizer, MEDIUM, method="shap", n_samples=5)
     assert sum(exp.scores) == pytest.approx(exp.score - exp.baseline_score, abs=1e-4)
     ids = tokenizer(MEDIUM, return_tensors="pt").input_ids
-    assert exp.score == pytest.approx(float(plain_logits(encoder_model, ids)[0, exp.target]), abs=1e-5)
+    assert exp.score == pytest.approx(float(centered(plain_logits(encoder_model, ids))[0, exp.target]), abs=1e-5)
     ids[0, 1:-1] = tokenizer.pad_token_id
-    assert exp.baseline_score == pytest.approx(float(plain_logits(encoder_model, ids)[0, exp.target]), abs=1e-5)
+    expected = centered(plain_logits(encoder_model, ids))[0, exp.target]
+    assert exp.baseline_score == pytest.approx(float(expected), abs=1e-5)
 
 
 def test_shap_converges_to_exact_shapley_values(tokenizer, embedding_model):
@@ -242,7 +249,7 @@ def test_shap_converges_to_exact_shapley_values(tokenizer, embedding_model):
         for w in range(3):
             if w not in kept:
                 row[1 + w] = tokenizer.pad_token_id
-        return float(plain_logits(embedding_model, row[None])[0, 0])
+        return float(centered(plain_logits(embedding_model, row[None]))[0, 0])
 
     exact = [0.0, 0.0, 0.0]
     for order in permutations(range(3)):
@@ -337,8 +344,10 @@ def test_grad_weighted_attention_of_a_frozen_model(tokenizer, encoder_model):
 @pytest.mark.parametrize("method", ENCODER_METHODS)
 def test_half_precision_model(method, tokenizer, encoder_model):
     # bf16 computes the model; scores are added up in float32, so IG's delta is exactly its completeness gap.
+    # (On the raw logit: a centered logit is a difference of logits, whose bf16 rounding is a larger share of it.)
     half = make_model("encoder", num_labels=3).to(torch.bfloat16)
     options = {"n_samples": 2} if method == "shap" else {"tolerance": None} if method == "integrated_gradients" else {}
+    options |= {"output": "logit"} if METHODS[method].outputs else {}
     exp = explain(half, tokenizer, MEDIUM, method=method, target=0, **options)
     full = explain(encoder_model, tokenizer, MEDIUM, method=method, target=0, **options)
     assert half.dtype == torch.bfloat16

@@ -262,7 +262,7 @@ def test_cost_hints():
     assert cost_hints("saliency") == {"option": None, "default": None, "caps": {}}
     for method in METHODS:
         hints = cost_hints(method)
-        assert hints["option"] is None or hints["option"] in METHODS[method].defaults
+        assert hints["option"] is None or hints["option"] in {o.name for o in METHODS[method].all_options()}
     with pytest.raises(MethodError, match="Unknown method 'lime'"):
         cost_hints("lime")
 

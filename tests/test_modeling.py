@@ -1,5 +1,6 @@
-"""Properties of the label-attention model: the weights it returns are the ones it used, padding changes nothing,
-mean pooling is a masked mean, and bad input fails early with a message that names the problem."""
+"""Properties of the label-attention model: the weights it returns are the ones it used, the contributions it returns
+sum to its logits, padding changes nothing, mean pooling is a masked mean, and bad input fails early with a message
+that names the problem."""
 
 import json
 from pathlib import Path
@@ -84,8 +85,8 @@ def test_returned_weights_are_the_weights_used(backbone, tokenizer):
 
 
 def count_paths(monkeypatch) -> dict[str, int]:
-    """Counts the calls of the head's two paths that form no weights, so that a test knows which one it checked."""
-    calls = {"_folded": 0, "_value_folded": 0, "_fused": 0}
+    """Counts the calls of the head's five paths, so that a test knows which one it checked."""
+    calls = {"_weigh_values": 0, "_folded": 0, "_value_folded": 0, "_fused": 0, "_contributions": 0}
     for name in calls:
         method = getattr(LabelAttention, name)
 
@@ -123,7 +124,7 @@ def test_the_paths_without_weights_give_what_the_weights_give(
     batch = padded_batch(tokenizer)
     explicit = model(**batch, output_attentions=True)
     fast = model(**batch)
-    assert calls == {name: int(name == logits_path) for name in calls}
+    assert calls == {name: int(name in ("_weigh_values", logits_path)) for name in calls}
     assert fast.label_attentions is None
     assert_scale(explicit.logits)
     torch.testing.assert_close(fast.logits, explicit.logits, rtol=1e-5, atol=1e-5)
@@ -162,6 +163,204 @@ def test_training_gradients_are_those_of_the_weights(
         torch.testing.assert_close(gradients[1][name], grad, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
 
 
+def contribution_tolerance(terms: torch.Tensor, bias: torch.Tensor) -> float:
+    """Float32 rounding of a sum grows with the size of its terms, not of the result: 1e-5 of the largest sum of the
+    terms' magnitudes (tests assert that the logits differ by O(0.1) or more, so that this judges them)."""
+    return 1e-5 * float(terms.abs().sum(-1).max() + bias.abs().max())
+
+
+def contributions_by_hand(
+    model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor
+) -> torch.Tensor:
+    """`Σ_h A[c, h, t] (u_h W_V,h)·v_t` for given weights `(batch, heads, labels, seq)`, outside the model's code:
+    `u = W_Oᵀ w` cut into heads, `v_t` what the values read (the token's own vector, without the token context)."""
+    attention = model.labelattn.label_attention
+    readouts = (model.classifier.weight @ attention.output.weight).view(attention.num_heads, -1)  # u_h
+    values = token_vectors(model, batch, context=False) @ attention.value.weight.T  # W_V v_t, without b_V
+    token_scores = (values.unflatten(-1, readouts.shape) * readouts).sum(-1)  # (batch, seq, heads)
+    return torch.einsum("bhct,bth->bct", weights, token_scores)
+
+
+def bias_by_hand(model: LabelAttnForSequenceClassification) -> torch.Tensor:
+    """`b_w + w·b_O + (W_Oᵀ w)·b_V`, `(1,)`: what the classifier adds to every class of a text with a real token."""
+    attention, readout = model.labelattn.label_attention, model.classifier
+    return readout.bias + readout.weight @ (attention.output.bias + attention.output.weight @ attention.value.bias)
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+@pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_contributions_sum_to_the_logits_of_every_path(
+    backbone, num_labels, logits_path, vectors_path, multi_label, tokenizer, monkeypatch
+):
+    """`label_contributions.sum(-1) + label_contribution_bias` == the logits of the same call and of every head path
+    (weights formed; folded or value-folded; class vectors, folded or fused, scored by the classifier), in several
+    blocks of classes; padding exactly 0; the bias is the formula's, and a text of only padding has only `b_w`."""
+    model = realistic(backbone, num_labels=num_labels, multi_label=multi_label)
+    monkeypatch.setattr(LabelAttention, "block_elements", 4 * model.config.hidden_size * 64)  # blocks of 36-64
+    calls = count_paths(monkeypatch)
+    batch = padded_batch(tokenizer)
+    out = model(**batch, output_label_contributions=True)
+    assert calls == {name: int(name == "_contributions") for name in calls}
+    terms, bias = out.label_contributions, out.label_contribution_bias
+    assert terms.shape == (len(TEXTS) + 1, num_labels, batch["input_ids"].shape[1])
+    assert bias.shape == out.logits.shape
+    tolerance = contribution_tolerance(terms, bias)
+    torch.testing.assert_close(terms.sum(-1) + bias, out.logits, rtol=0, atol=tolerance)
+    base = model.labelattn(**batch, readout=model.classifier, output_label_contributions=True)
+    assert torch.equal(base.label_contributions, terms) and torch.equal(base.label_contribution_bias, bias)
+    calls["_contributions"] = 0
+
+    references = {
+        "weights": model(**batch, output_attentions=True).logits,
+        logits_path: model(**batch).logits,
+        f"{vectors_path} class vectors": model.classifier(model.labelattn(**batch).pooler_output).squeeze(-1),
+    }
+    assert calls["_weigh_values"] == 1 and calls[logits_path] >= 1 and calls[vectors_path] >= 1
+    assert_scale(references["weights"])
+    for path, logits in references.items():
+        message = lambda m, p=path: f"{p}: {m}"  # noqa: E731
+        torch.testing.assert_close(terms.sum(-1) + bias, logits, rtol=0, atol=tolerance, msg=message)
+
+    is_padding = batch["attention_mask"][:, None, :].expand_as(terms) == 0
+    assert (terms[is_padding] == 0).all() and (terms[-1] == 0).all()
+    assert terms[~is_padding].abs().max() > 0.1
+    assert (bias_by_hand(model) - model.classifier.bias).abs().max() > 100 * tolerance  # the head's biases count
+    expected_bias = torch.cat(
+        [bias_by_hand(model).expand(len(TEXTS), num_labels), model.classifier.bias.expand(1, num_labels)]
+    )
+    torch.testing.assert_close(bias, expected_bias, rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_contributions_are_the_weights_times_each_tokens_own_value(backbone, tokenizer):
+    """The contributions are `Σ_h A[c, h, t] (u_h W_V,h)·v_t` of the returned weights (with the token context, `v_t`
+    is the token's own vector); the blocks give the same without forming the weights; and when a hook replaces the
+    weights in the forward pass, the contributions and the logits follow the replacement."""
+    model = realistic(backbone, num_labels=40)
+    batch = padded_batch(tokenizer)
+    both = model(**batch, output_attentions=True, output_label_contributions=True)
+    expected = contributions_by_hand(model, batch, both.label_attentions)
+    tolerance = contribution_tolerance(expected, both.label_contribution_bias)
+    assert expected.abs().max() > 0.1
+    torch.testing.assert_close(both.label_contributions, expected, rtol=0, atol=tolerance)
+    blocks = model(**batch, output_label_contributions=True)
+    torch.testing.assert_close(blocks.label_contributions, expected, rtol=0, atol=tolerance)
+
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")  # a distribution over real tokens for every row
+    generator = torch.Generator().manual_seed(0)
+    replaced = torch.rand(both.label_attentions[: len(TEXTS)].shape, generator=generator) ** 4
+    replaced = replaced * batch["attention_mask"][:, None, None, :]
+    replaced = replaced / replaced.sum(-1, keepdim=True)
+    attention = model.labelattn.label_attention
+    handle = attention.attention_dropout.register_forward_hook(lambda module, args, output: replaced)
+    try:
+        out = model(**batch, output_attentions=True, output_label_contributions=True)
+    finally:
+        handle.remove()
+    assert torch.equal(out.label_attentions, replaced)
+    expected = contributions_by_hand(model, batch, replaced)
+    torch.testing.assert_close(out.label_contributions, expected, rtol=0, atol=tolerance)
+    torch.testing.assert_close(
+        out.label_contribution_bias, bias_by_hand(model).expand(len(TEXTS), 40), atol=tolerance, rtol=0
+    )
+    assert (out.logits - model(**batch).logits).abs().max() > 0.1, "replacing the weights did not change the logits"
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_contributions_are_the_same_alone_and_padded(backbone, pooling, tokenizer):
+    """Each text's contributions alone == its real positions' inside a padded batch (right padding, and left for the
+    embedding backbone), and exactly 0 at its padding."""
+    model = realistic(backbone, pooling)
+    alone = [model(**tokenizer([text], return_tensors="pt"), output_label_contributions=True) for text in TEXTS]
+    assert_scale(torch.cat([one.logits for one in alone]))
+    for side in ["right"] if backbone == "encoder" else ["right", "left"]:  # an encoder's positions move with left
+        tokenizer.padding_side = side
+        try:
+            batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+        finally:
+            tokenizer.padding_side = "right"
+        padded = model(**batch, output_label_contributions=True)
+        for i, one in enumerate(alone):
+            terms, bias = one.label_contributions[0], one.label_contribution_bias[0]
+            tolerance = contribution_tolerance(terms, bias)
+            real = batch["attention_mask"][i].bool()
+            torch.testing.assert_close(padded.label_contributions[i][:, real], terms, rtol=0, atol=tolerance)
+            assert (padded.label_contributions[i][:, ~real] == 0).all()
+            torch.testing.assert_close(padded.label_contribution_bias[i], bias, rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_mean_pooling_contributions_are_each_positions_share(backbone, multi_label, tokenizer):
+    """Mean pooling: `W_c·x_t / n` for the vectors it averages (the token context's, which hold the neighbours'),
+    summing to its logits, with the classifier's bias as the part no position carries; 0 on padding."""
+    model = realistic(backbone, "mean", multi_label=multi_label)
+    batch = padded_batch(tokenizer)
+    out = model(**batch, output_label_contributions=True)
+    mask = batch["attention_mask"]
+    shares = mask / mask.sum(-1, keepdim=True).clamp(min=1)
+    expected = (token_vectors(model, batch) @ model.classifier.weight.T).transpose(1, 2) * shares[:, None, :]
+    bias = model.classifier.bias.expand(len(TEXTS) + 1, -1)
+    tolerance = contribution_tolerance(expected, bias)
+    assert_scale(expected[:, :, 1])
+    torch.testing.assert_close(out.label_contributions, expected, rtol=0, atol=tolerance)
+    assert torch.equal(out.label_contribution_bias, bias)
+    torch.testing.assert_close(out.logits, model(**batch).logits, rtol=0, atol=tolerance)
+    assert (out.label_contributions[mask[:, None, :].expand_as(expected) == 0] == 0).all()
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+@pytest.mark.parametrize("backbone", BACKBONES)
+@torch.no_grad()
+def test_contributions_are_the_same_after_save_and_reload(backbone, pooling, tokenizer, tmp_path):
+    model = realistic(backbone, pooling, num_labels=40)
+    batch = padded_batch(tokenizer)
+    before = model(**batch, output_label_contributions=True)
+    model.save_pretrained(tmp_path)
+    after = LabelAttnForSequenceClassification.from_pretrained(tmp_path).eval()(
+        **batch, output_label_contributions=True
+    )
+    assert_scale(before.logits)
+    assert torch.equal(after.label_contributions, before.label_contributions)
+    assert torch.equal(after.label_contribution_bias, before.label_contribution_bias)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "call", "message"),
+    [
+        (dict(classifier_dropout=0.1), "classifier", "exact only without classifier dropout, .* call model.eval"),
+        (dict(attention_dropout=0.1), "classifier", "exact only without attention dropout, .* call model.eval"),
+        (dict(), "base", "base model forms only with a scoring layer: call LabelAttnForSequenceClassification"),
+        (dict(pooling="mean"), "base", "base model forms only with a scoring layer"),
+    ],
+)
+def test_contributions_are_refused_where_they_would_not_be_exact(kwargs, call, message):
+    model = realistic("embedding", **kwargs).train()
+    forward = model if call == "classifier" else model.labelattn
+    with pytest.raises(LabelAttnInputError, match=message):
+        forward(input_ids=torch.tensor([[101, 7592, 102]]), output_label_contributions=True)
+
+
+def test_contributions_in_training_without_dropout_sum_to_the_differentiable_logits():
+    """With no attention or classifier dropout, training mode decomposes its logits too, and they carry gradients."""
+    model = realistic("context", num_labels=40).train()
+    input_ids = torch.tensor([[101, 7592, 2088, 102], [101, 2088, 102, 0]])
+    attention_mask = (input_ids != 0).long()
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_label_contributions=True)
+    terms, bias = out.label_contributions, out.label_contribution_bias
+    tolerance = contribution_tolerance(terms.detach(), bias.detach())
+    plain = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    torch.testing.assert_close(terms.sum(-1) + bias, plain, rtol=0, atol=tolerance)
+    out.logits.sum().backward()
+    assert model.labelattn.label_attention.key.weight.grad.abs().max() > 1e-3
+
+
 V1_CHECKPOINTS = Path(__file__).parent / "data" / "labelattn-v1"
 
 
@@ -179,8 +378,8 @@ def test_checkpoints_of_the_first_version_give_the_logits_they_gave(backbone):
     }
     want = torch.tensor(expected["logits"])
     assert_scale(want)
-    for output_attentions in (False, True):
-        got = model(**inputs, output_attentions=output_attentions).logits
+    for asked in ({}, {"output_attentions": True}, {"output_label_contributions": True}):
+        got = model(**inputs, **asked).logits
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -10,6 +10,8 @@ from conftest import make_model
 
 from explainers import ExplainerError, explain
 
+# The estimator is tested on the raw logit (output="logit"), the F that `coalition_values` enumerates; what F is
+# does not change how Shapley values are sampled.
 # Five words, three of them several sub-tokens: zebra ##fish, out ##ran, un ##bel ##ie ##va ##bly.
 TEXT = "the zebrafish outran unbelievably quick"
 TEXTS = [TEXT, "who wrote hamlet", "cryptozoologists hate unhappiness"]
@@ -70,21 +72,21 @@ def test_the_model_makes_words_interact(exact):
 
 def test_many_samples_reach_the_exact_values_within_their_errors(model, tokenizer, exact):
     _, phi = exact
-    exp = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=400)
+    exp = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=400)
     assert exp.extras["n_samples"] == 400
     errors = torch.tensor(exp.extras["standard_errors"])
     gap = (torch.tensor(exp.scores) - torch.tensor(phi)).abs()
     assert (gap <= 4 * errors + 1e-6).all(), (gap, errors)
     assert float(gap.max()) < 0.05 * float(torch.tensor(phi).abs().mean())
     # One pair of orderings is not enough on this model: the comparison above can tell.
-    few = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=2)
+    few = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=2)
     assert max(abs(a - b) for a, b in zip(few.scores, phi, strict=True)) > 5 * float(gap.max())
 
 
 def test_every_ordering_adds_up_to_the_output_minus_the_empty_text(model, tokenizer, exact):
     values, _ = exact
     for options in ({"n_samples": 2}, {"n_samples": 7}, {}):
-        exp = explain(model, tokenizer, TEXT, method="shap", target=0, **options)
+        exp = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, **options)
         assert exp.score == pytest.approx(values[frozenset(range(5))], abs=1e-5)
         assert exp.baseline_score == pytest.approx(values[frozenset()], abs=1e-5)
         assert sum(exp.scores) == pytest.approx(exp.score - exp.baseline_score, abs=1e-5)
@@ -93,7 +95,7 @@ def test_every_ordering_adds_up_to_the_output_minus_the_empty_text(model, tokeni
 def test_one_or_two_words_are_exact_with_zero_error(model, tokenizer):
     for text in ("hamlet", "unbelievably quick"):
         n = len(text.split())
-        exp = explain(model, tokenizer, text, method="shap", target=1)
+        exp = explain(model, tokenizer, text, method="shap", output="logit", target=1)
         phi = exact_shapley(coalition_values(model, tokenizer, text, target=1), n)
         assert exp.scores == pytest.approx(phi, abs=1e-5)
         assert exp.extras["standard_errors"] == [0.0] * n
@@ -133,7 +135,16 @@ class ForwardCounter:
 def test_forward_passes_match_the_samples_drawn(model, tokenizer, n_samples):
     counter = ForwardCounter(model, tokenizer, TEXT)
     try:
-        exp = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=n_samples, perturbations_per_eval=16)
+        exp = explain(
+            model,
+            tokenizer,
+            TEXT,
+            method="shap",
+            output="logit",
+            target=0,
+            n_samples=n_samples,
+            perturbations_per_eval=16,
+        )
     finally:
         counter.handle.remove()
     # The prediction (one text), F(x) and F(no word), then 4 inner coalitions per ordering of the 5 words.
@@ -150,7 +161,9 @@ def test_standard_errors_shrink_as_samples_grow_and_cover_the_exact_values(model
     for n_samples in (8, 32, 128):
         errors = []
         for seed in range(4):
-            exp = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=n_samples, seed=seed)
+            exp = explain(
+                model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=n_samples, seed=seed
+            )
             errors.append(sum(exp.extras["standard_errors"]) / 5)
             if n_samples == 32:
                 covered += [
@@ -165,39 +178,45 @@ def test_standard_errors_shrink_as_samples_grow_and_cover_the_exact_values(model
 
 def test_the_default_stops_at_the_target_error_or_the_budget(model, tokenizer):
     for target_error in (0.2, 0.05):
-        exp = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=target_error, max_samples=200)
+        exp = explain(
+            model, tokenizer, TEXT, method="shap", output="logit", target=0, target_error=target_error, max_samples=200
+        )
         errors = exp.extras["standard_errors"]
         mean_abs = sum(abs(s) for s in exp.scores) / len(exp.scores)
         assert sum(errors) / len(errors) <= target_error * mean_abs or exp.extras["n_samples"] >= 200
         assert exp.extras["n_samples"] >= 8  # min_samples
-    loose = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.2).extras["n_samples"]
-    tight = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.05).extras["n_samples"]
+    loose = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, target_error=0.2).extras[
+        "n_samples"
+    ]
+    tight = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, target_error=0.05).extras[
+        "n_samples"
+    ]
     assert loose < tight <= 32  # the default max_samples
-    capped = explain(model, tokenizer, TEXT, method="shap", target=0, target_error=0.0, max_samples=12)
+    capped = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, target_error=0.0, max_samples=12)
     assert capped.extras["n_samples"] == 12
 
 
 def test_seeds_reproduce_and_differ(model, tokenizer):
-    first = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=6, seed=1)
-    again = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=6, seed=1)
-    other = explain(model, tokenizer, TEXT, method="shap", target=0, n_samples=6, seed=2)
+    first = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=6, seed=1)
+    again = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=6, seed=1)
+    other = explain(model, tokenizer, TEXT, method="shap", output="logit", target=0, n_samples=6, seed=2)
     assert first.scores == again.scores
     assert first.extras["standard_errors"] == again.extras["standard_errors"]
     assert first.scores != other.scores
 
 
 def test_a_text_gets_the_same_values_in_any_batch(model, tokenizer):
-    together = explain(model, tokenizer, TEXTS, method="shap", target=0, batch_size=3)
-    reordered = explain(model, tokenizer, TEXTS[::-1], method="shap", target=0, batch_size=2)[::-1]
+    together = explain(model, tokenizer, TEXTS, method="shap", output="logit", target=0, batch_size=3)
+    reordered = explain(model, tokenizer, TEXTS[::-1], method="shap", output="logit", target=0, batch_size=2)[::-1]
     for exp, alone_text, other in zip(together, TEXTS, reordered, strict=True):
-        alone = explain(model, tokenizer, alone_text, method="shap", target=0)
+        alone = explain(model, tokenizer, alone_text, method="shap", output="logit", target=0)
         for result in (exp, other):
             assert result.scores == pytest.approx(alone.scores, abs=1e-5)
             assert result.extras["n_samples"] == alone.extras["n_samples"]
 
 
 def test_a_contrast_target_adds_up_to_the_logit_difference(model, tokenizer, exact):
-    exp = explain(model, tokenizer, TEXT, method="shap", target=(0, 2), n_samples=4)
+    exp = explain(model, tokenizer, TEXT, method="shap", output="logit", target=(0, 2), n_samples=4)
     with torch.no_grad():
         logits = model(**tokenizer(TEXT, return_tensors="pt")).logits[0]
     assert exp.score == pytest.approx(float(logits[0] - logits[2]), abs=1e-5)
@@ -216,4 +235,4 @@ def test_a_contrast_target_adds_up_to_the_logit_difference(model, tokenizer, exa
 )
 def test_bad_options_are_refused(model, tokenizer, options, message):
     with pytest.raises(ExplainerError, match=message):
-        explain(model, tokenizer, TEXT, method="shap", **options)
+        explain(model, tokenizer, TEXT, method="shap", output="logit", **options)
