@@ -173,11 +173,17 @@ def model_identity(model: torch.nn.Module) -> dict[str, Any]:
 
 
 def read_texts(table: pa.Table, text_column: str, text_pair_column: str | None) -> list[Any]:
-    """The texts of a shard: values of the text column, or `(text, text_pair)` tuples."""
-    texts = table.column(text_column).to_pylist()
+    """The texts of a shard: values of the text column, or `(text, text_pair)` tuples, decoded by their
+    `datasets` feature: a column of mixed types (`datasets.Json`, stored as JSON texts) gives each value as it was
+    written, so that a number among texts is that row's error, and no text is read with its JSON quotes."""
+    features = datasets.Features.from_arrow_schema(table.schema)
+
+    def values(name: str) -> list[Any]:
+        return features.decode_column(table.column(name).to_pylist(), name)
+
     if text_pair_column is None:
-        return texts
-    return list(zip(texts, table.column(text_pair_column).to_pylist(), strict=True))
+        return values(text_column)
+    return list(zip(values(text_column), values(text_pair_column), strict=True))
 
 
 def subject(text: Any) -> str:
@@ -264,6 +270,8 @@ EXPLANATION_FEATURES = {
     "words": datasets.List(datasets.Value("string")),
     "spans": datasets.List(datasets.List(datasets.Value("int64"))),
     "scores": datasets.List(datasets.Value("float64")),
+    # What the scores explain ("centered_logit", "log_probability", ...; null for attention weights).
+    "output": datasets.Value("string"),
     "score": datasets.Value("float64"),
     "baseline_score": datasets.Value("float64"),
     "delta": datasets.Value("float64"),
@@ -596,19 +604,19 @@ def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     # A name of this process's own: a second run writing the same output cannot interleave with this one.
     temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    table = dataset.with_format("arrow")
-    batches = (table[start : start + batch_rows] for start in range(0, len(dataset), batch_rows))
     if suffix == ".parquet":
+        table = dataset.with_format("arrow")
         with pq.ParquetWriter(temporary, dataset.features.arrow_schema) as writer:
-            for batch in batches:
-                writer.write_table(batch.cast(dataset.features.arrow_schema))
+            for start in range(0, len(dataset), batch_rows):
+                writer.write_table(table[start : start + batch_rows].cast(dataset.features.arrow_schema))
     else:
         with temporary.open("w", encoding="utf-8", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=dataset.column_names) if suffix == ".csv" else None
             if writer is not None:
                 writer.writeheader()
-            for batch in batches:
-                for row in batch.to_pylist():
+            # Decoded by `datasets`: a column of mixed types (`Json`) is written as its values, not as JSON texts.
+            for batch in dataset.with_format(None).iter(batch_size=batch_rows):
+                for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
                     if writer is None:
                         handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                     else:

@@ -133,11 +133,13 @@ def test_pairs_are_explained_over_both_segments(model, tokenizer):
     assert out["error"] == [None, "row 1: the pair has a second text that is empty or only whitespace"]
 
 
-def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp_path):
+def test_integrated_gradients_rows_carry_their_diagnostics_and_output(model, tokenizer, tmp_path):
     out = explain_dataset(model, tokenizer, corpus(6), method="integrated_gradients", progress=False)
-    for row in out:
+    explained = explain(model, tokenizer, list(out["text"]), method="integrated_gradients")
+    for row, exp in zip(out, explained, strict=True):
         assert abs(sum(row["scores"]) - (row["score"] - row["baseline_score"])) <= abs(row["delta"]) + 1e-5
         assert json.loads(row["extras"])["n_steps"] >= 32
+        assert row["output"] == exp.output is not None  # what the scores explain, as the explanation says
 
 
 def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
@@ -582,3 +584,31 @@ def test_summarize_says_what_is_wrong_with_a_file_it_did_not_write(tmp_path, cap
     assert message in err and "Traceback" not in err
     assert err.splitlines()[-1].startswith("labelattn summarize: error:")  # one line, after datasets' progress
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no summary folder
+
+
+def test_a_column_of_mixed_types_is_read_as_given(model, tokenizer, tmp_path):
+    # What `datasets` makes of a JSONL column holding a number among texts: a `Json` column, stored as JSON texts.
+    rows = [
+        {"text": text, "n": n} for text, n in zip(corpus(6)["text"], [{"a": 1}, 2, "x", [3], None, 4.5], strict=True)
+    ]
+    rows[3]["text"] = 1984
+    data = datasets.Dataset.from_list(rows, on_mixed_types="use_json")
+    assert isinstance(data.features["text"], datasets.Json)
+    out = predict_dataset(model, tokenizer, data, output_dir=tmp_path / "p", progress=False)
+    assert out["error"][3] == "row 3: the text is a int, not a str" and out["predicted_label"][3] is None
+    # Every other text is classified as it is, not with its JSON quotes.
+    texts = [rows[i]["text"] for i in (0, 1, 2, 4, 5)]
+    direct = explain(model, tokenizer, texts, method="label_attention")
+    assert [out["probability"][i] for i in (0, 1, 2, 4, 5)] == pytest.approx([e.probability for e in direct], abs=1e-6)
+    explained = explain_dataset(model, tokenizer, data, method="saliency", progress=False)
+    assert [explained["words"][i] for i in (0, 1, 2, 4, 5)] == [e.words for e in direct]
+    # The files hold every value as it was given.
+    for suffix in (".jsonl", ".csv"):
+        path = save(out, tmp_path / f"out{suffix}")
+        if suffix == ".jsonl":
+            written = [(r["text"], r["n"]) for r in read_rows(path)]
+            assert written == [(r["text"], r["n"]) for r in rows]
+        else:
+            written = [(r["text"], r["n"]) for r in datasets.load_dataset("csv", data_files=str(path), split="train")]
+            # A CSV cell is a string; lists and dicts are JSON.
+            assert written[:3] == [(rows[0]["text"], '{"a": 1}'), (rows[1]["text"], "2"), (rows[2]["text"], "x")]
