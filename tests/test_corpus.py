@@ -158,6 +158,10 @@ def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
         predict_dataset(model, tokenizer, data, output_dir=tmp_path / "a", max_length=100_000, progress=False)
     with pytest.raises(CorpusError, match=r"datasets.Dataset"):
         predict_dataset(model, tokenizer, "just one string", progress=False)
+    # Long enough for a text, too short for a pair (special tokens and a word of each segment).
+    pairs = datasets.Dataset.from_dict({"text": ["a man plays"], "hypothesis": ["someone makes music"]})
+    with pytest.raises(CorpusError, match=r"max_length=4: give a number of tokens from 5"):
+        predict_dataset(model, tokenizer, pairs, output_dir=tmp_path / "a", text_pair_column="hypothesis", max_length=4)
     assert not any((tmp_path / name).exists() for name in "ab")
 
 
@@ -245,6 +249,9 @@ def test_cli_predict_and_explain_with_id_column_and_summary(saved_model, tmp_pat
     assert cli("predict", saved_model, tmp_path / "none.csv", "--no-progress") == 2
     assert cli("predict", saved_model, data, "--text-column", "body", "--output", tmp_path / "b.csv") == 2
     assert cli("predict", saved_model, data, "--output", data, "--overwrite") == 2
+    (tmp_path / "link.csv").symlink_to(data)
+    assert cli("predict", saved_model, data, "--output", tmp_path / "link.csv", "--overwrite") == 2
+    assert cli("predict", saved_model, data, "--output", data / "out.csv") == 2  # a folder that is a file
     assert data.stat().st_size > 0
 
 
@@ -543,6 +550,12 @@ def test_a_read_only_output_folder_is_refused_in_one_line_before_any_work(saved_
             done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True)
             assert done.returncode == 2, done.stderr[-2000:]
             assert f"Cannot write in {locked} (Permission denied)" in done.stderr and "Traceback" not in done.stderr
+        # The summary of an explanations file, into the same folder.
+        explanations = tmp_path / "e.jsonl"
+        explanations.write_text(json.dumps({"target_label": "a", "words": ["x"], "scores": [1.0], "error": None}))
+        command = bound_by_permissions(labelattn("summarize", explanations, "--output-dir", locked / "summary"))
+        done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 2 and f"Cannot write in {locked} (Permission denied)" in done.stderr
         assert [p.name for p in locked.iterdir()] == ["out.parquet.shards"]
         assert not any((locked / "out.parquet.shards").iterdir())
     finally:
