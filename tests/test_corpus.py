@@ -625,3 +625,30 @@ def test_a_column_of_mixed_types_is_read_as_given(model, tokenizer, tmp_path):
             written = [(r["text"], r["n"]) for r in datasets.load_dataset("csv", data_files=str(path), split="train")]
             # A CSV cell is a string; lists and dicts are JSON.
             assert written[:3] == [(rows[0]["text"], '{"a": 1}'), (rows[1]["text"], "2"), (rows[2]["text"], "x")]
+
+
+def test_a_summary_of_many_classes_stays_readable_and_names_each_class_by_its_word(tmp_path):
+    # 1,918 classes, as ICD-10-CM's categories; class i has 1 to 7 texts, each pushed towards it by its own word.
+    classes = 1918
+    rows = [
+        {"target_label": f"C{i:04d}", "words": ["the", f"kw{i}", "of"], "scores": [0.01, 1.0, -0.02], "error": None}
+        for i in range(classes)
+        for _ in range(1 + i % 7)
+    ]
+    folder = write_summary(datasets.Dataset.from_list(rows), tmp_path / "s", tables=20, plot_classes=12)
+    table = (folder / "summary.md").read_text()
+    assert table.count("\n## C") == 20 and "## The other 1,898 classes" in table
+    # The 20 tables are the classes with the most texts (7 each); every class is named once, by its own word first.
+    assert all(f"## C{i:04d} (7 texts)" in table for i in range(6, 7 * 20, 7))
+    inline = [line for line in table.splitlines() if line.startswith("| C")]
+    assert len(inline) == classes - 20
+    for line in inline:
+        label, _, words = (cell.strip() for cell in line.strip("|").split("|"))
+        assert words.startswith(f"kw{int(label[1:])} (+1.000)")
+    assert len((folder / "summary.csv").read_text().splitlines()) == 1 + 3 * classes  # every word of every class
+    # The plot shows the 12 classes with the most texts, at the size of 12 panels whatever the number of classes.
+    import matplotlib.image
+
+    height = matplotlib.image.imread(folder / "summary.png").shape[0]
+    few = write_summary(datasets.Dataset.from_list(rows[:60]), tmp_path / "few", plot_classes=12)
+    assert height <= matplotlib.image.imread(few / "summary.png").shape[0] * 1.2 < 3000
