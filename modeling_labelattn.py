@@ -57,8 +57,10 @@ class LabelAttnModelOutput(ModelOutput):
             `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
             When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
-            score, `Σ_h A[c, h, t] (u_h W_V,h)·v_t`, where `u_h` is head h's slice of `W_Oᵀ w` (the readout folded
-            into the output map) and `v_t` the vector the values read at position t: on the embedding backbone the
+            score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from its
+            mean `r_h` over the text's real tokens (see `LabelAttention._contributions` for why), where `u_h` is head
+            h's slice of `W_Oᵀ w` (the readout folded into the output map) and `v_t` the vector the values read at
+            position t: on the embedding backbone the
             token's own embedding (the token context steers only the weights), on the encoder backbone the final
             layer's output at t, which has already mixed in the text (the terms are per final-layer position).
             Exactly 0 on padding, and everywhere for a text of only padding. `class_scores` is
@@ -66,10 +68,11 @@ class LabelAttnModelOutput(ModelOutput):
             label_contribution_bias`.
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
-            label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w` (the value bias passes the weighting
-            unchanged, since the weights sum to 1 over the real tokens), the same for every class up to float
-            rounding, so it cancels in every difference of classes and in the softmax; a text of only padding
-            has `b_w` (the readout's bias) alone.
+            label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w + Σ_h r_h` (the value bias and the
+            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the score of a
+            class that looked at every token alike, the same for every class up to float rounding, so it cancels in
+            every difference of classes and in the softmax; a text of only padding has `b_w` (the readout's bias)
+            alone.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -197,11 +200,12 @@ class LabelAttention(nn.Module):
 
         tokens = (hidden_states, hidden_states if value_states is None else value_states)  # read by keys, values
         weights = contributions = None
-        if output_contributions:  # the scores as the sum of their terms, and `u·b_V` (the same for every token)
-            contributions, weights = self._contributions(
+        if output_contributions:  # the scores as the sum of their terms, the reference and `u·b_V` (see below)
+            contributions, weights, reference = self._contributions(
                 *tokens, queries, is_token, visible, out_weight, output_attentions
             )
-            pooled = contributions.sum(-1, keepdim=True) + (out_bias + out_weight @ self.value.bias)
+            bias = out_bias + out_weight @ self.value.bias + reference.sum(-1)[:, None, None]
+            pooled = contributions.sum(-1, keepdim=True) + bias
         elif output_attentions or (self.training and self.attention_dropout.p > 0):
             context, weights = self._weigh_values(*tokens, queries, is_token, visible)
             pooled = nn.functional.linear(context, out_weight, out_bias)
@@ -326,12 +330,18 @@ class LabelAttention(nn.Module):
         visible: torch.Tensor,
         out_weight: torch.Tensor,
         output_attentions: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Each token's term in every class's score of a readout folded into the output map (`out_weight (1, hidden)`):
-        `(batch, labels, seq)`, 0 on padding; and the weights when asked for (the contributions are then theirs).
+        `(batch, labels, seq)`, 0 on padding; the weights when asked for (the contributions are then theirs); and the
+        reference `r (batch, heads)` the terms are measured from.
 
-        Exact: as in `_value_folded`, `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h W_V,h)·x_j + u_h·b_V,h` (the weights sum to 1),
-        so the score is `Σ_j Σ_h a_h,j (u_h W_V,h)·x_j` plus a bias that no token carries, the same for every class.
+        Exact: as in `_value_folded`, `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h W_V,h)·x_j + u_h·b_V,h`, and since a head's
+        weights sum to 1 over the real tokens, `Σ_j a_h,j s_j,h = Σ_j a_h,j (s_j,h − r_h) + r_h` for any `r_h`. The
+        terms are `Σ_h a_h,j (s_j,h − r_h)` with `r_h` the mean of head h's token values `s_j,h = (u_h W_V,h)·x_j`
+        over the text's real tokens (what a class that looked at every token alike would read): adding a constant to
+        every value of a head adds it to every class's score, so only a token's value against the others' says what
+        a class found in it. Measured from 0 instead, a token every class reads a little of (a frequent word, a
+        keyword of another class) would take credit or blame for a constant no class decided on.
         The same blocks of classes as `_value_folded`, summed over the heads only: the extra memory is the output.
         """
         batch_size, seq_len, hidden = hidden_states.shape
@@ -339,11 +349,13 @@ class LabelAttention(nn.Module):
         head_readouts = out_weight.view(heads, head_size)  # u_h
         token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
         token_scores = nn.functional.linear(value_states, token_maps)  # (u_h W_V,h)·x_j: (batch, seq, heads)
+        real = is_token[:, :, None]
+        reference = (token_scores * real).sum(1) / real.sum(1).clamp(min=1)  # (batch, heads); 0 for only padding
         # 0 on padding, so that its terms are 0 even in a text of only padding, whose weights see every position.
-        token_scores = token_scores.masked_fill(~is_token[:, :, None], 0.0)
+        token_scores = (token_scores - reference[:, None, :]).masked_fill(~real, 0.0)
         if output_attentions:
             weights = self._weights(hidden_states, queries, is_token, visible)
-            return torch.einsum("bhcj,bjh->bcj", weights, token_scores), weights
+            return torch.einsum("bhcj,bjh->bcj", weights, token_scores), weights, reference
         token_scores = token_scores.permute(2, 0, 1)  # (heads, batch, seq)
         keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
         padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
@@ -354,7 +366,7 @@ class LabelAttention(nn.Module):
             scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
             terms = (torch.softmax(scores, dim=-1) * token_scores[:, None]).sum(0)  # (block, batch, seq)
             contributions[:, start : start + block] = terms.transpose(0, 1)
-        return contributions, None
+        return contributions, None, reference
 
     def _fused(
         self,

@@ -17,6 +17,7 @@ from .errors import ExplainerError, ExplainerInputError, MethodError, TargetErro
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
+from .zero_shot import ZeroShotClassifier, explain_zero_shot
 
 # Every module of the package is imported, and each method module registers its class (`@register`): a new method
 # is one new module, found here, in `explain`, the command line and the Space with no other edit.
@@ -34,9 +35,11 @@ __all__ = [
     "Predictions",
     "TargetError",
     "TokenScores",
+    "ZeroShotClassifier",
     "baseline_token_id",
     "cost_hints",
     "explain",
+    "explain_zero_shot",
     "get_explainer",
     "load_classifier",
     "parse_options",

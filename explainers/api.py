@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import METHODS, Explainer, predict_logits, probabilities
+from .base import METHODS, get_explainer, predict_logits, probabilities
 from .checks import check_count, check_max_length
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
@@ -17,14 +17,7 @@ from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .options import cost_option
 from .targets import Target
 from .words import TextInput, check_texts, tokenize
-
-
-def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, method: str) -> Explainer:
-    """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model).
-    `model` may be a `pipeline("text-classification")` with `tokenizer=None`."""
-    if method not in METHODS:
-        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    return METHODS[method](model, tokenizer)
+from .zero_shot import explain_zero_shot, wants_zero_shot
 
 
 def explain(
@@ -41,9 +34,14 @@ def explain(
     (same order) for a list of them; with `targets="all"` or `top_k` each text's result is a list.
 
     `model` is any transformers sequence classifier, or a `pipeline("text-classification")` (then
-    `tokenizer=None`). See `Explainer.explain` for `target`, `targets`, `top_k`, `batch_size`, `max_length`;
-    other keyword arguments are the method's own options.
+    `tokenizer=None`), or a `pipeline("zero-shot-classification")` with `candidate_labels=[...]` (and optionally
+    `hypothesis_template`, `multi_label`; see `explainers.zero_shot`). See `Explainer.explain` for `target`,
+    `targets`, `top_k`, `batch_size`, `max_length`; other keyword arguments are the method's own options.
     """
+    if wants_zero_shot(model, options):
+        return explain_zero_shot(
+            model, tokenizer, texts, method=method, target=target, targets=targets, top_k=top_k, **options
+        )
     explainer = get_explainer(model, tokenizer, method)
     return explainer.explain(texts, target=target, targets=targets, top_k=top_k, **options)
 

@@ -98,6 +98,14 @@ def method_names(**requirements: bool) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
+def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, method: str) -> "Explainer":
+    """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model).
+    `model` may be a `pipeline("text-classification")` with `tokenizer=None`."""
+    if method not in METHODS:
+        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
+    return METHODS[method](model, tokenizer)
+
+
 class Explainer:
     """Base of all methods. A subclass declares what it is and needs, and implements `token_scores`; registered
     with `@register`, it is offered everywhere (`explain`, the command line, the Space, the faithfulness report).

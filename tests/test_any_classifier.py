@@ -309,7 +309,10 @@ def test_readout_family_and_capabilities(family, classifiers):
     support = supported_methods(model, tokenizer)
     assert set(support) == set(METHODS)
     # Any transformers classifier returns attentions and has input embeddings; only label attention is missing.
-    assert [name for name, reason in support.items() if reason is not None] == ["label_attention"]
+    assert [name for name, reason in support.items() if reason is not None] == [
+        "label_attention",
+        "label_attention_weights",
+    ]
     # 130 positions; RoBERTa and XLM-R count theirs from padding_idx + 1.
     offset = tokenizer.pad_token_id + 1 if family in ("roberta", "xlm-roberta") else 0
     assert token_limit(model, tokenizer) == 130 - offset

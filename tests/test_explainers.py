@@ -20,7 +20,7 @@ LONG = (
 )
 
 GRADIENT_METHODS = ["integrated_gradients", "saliency", "input_x_gradient", "grad_weighted_attention", "shap"]
-EMBEDDING_METHODS = ["label_attention", *GRADIENT_METHODS, "random"]
+EMBEDDING_METHODS = ["label_attention", "label_attention_weights", *GRADIENT_METHODS, "random"]
 ENCODER_METHODS = [*EMBEDDING_METHODS, "attention_rollout", "attention_flow"]
 
 
@@ -165,10 +165,10 @@ def test_batched_equals_one_at_a_time(backbone, method, tokenizer, double_models
         alone = explain(model, tokenizer, text, method=method, **options)
         assert exp.words == alone.words
         assert max(abs(a - b) for a, b in zip(exp.scores, alone.scores, strict=True)) <= 1e-5
-        assert max(abs(s) for s in exp.scores) > 1e-3 or method == "label_attention"
+        assert max(abs(s) for s in exp.scores) > 1e-3 or method == "label_attention_weights"
 
 
-@pytest.mark.parametrize("method", ["integrated_gradients", "label_attention", "saliency"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "label_attention", "label_attention_weights", "saliency"])
 def test_all_targets_in_one_call(method, tokenizer, double_models):
     encoder_model = double_models["encoder"]
     texts = [SHORT, MEDIUM]
@@ -192,10 +192,10 @@ def test_multi_label_probability_is_the_sigmoid(tokenizer):
 
 
 @pytest.mark.parametrize("backbone", ["embedding", "encoder"])
-def test_label_attention_is_the_models_own_weights(backbone, tokenizer, embedding_model, encoder_model):
+def test_label_attention_weights_are_the_models_own(backbone, tokenizer, embedding_model, encoder_model):
     model = embedding_model if backbone == "embedding" else encoder_model
     text = "an unbelievably unbreakable zebra-crossing"  # several words of several sub-tokens
-    exp = explain(model, tokenizer, text, method="label_attention", target=1)
+    exp = explain(model, tokenizer, text, method="label_attention_weights", target=1)
     encoding = tokenizer(text, return_tensors="pt")
     with torch.no_grad():
         weights = model(**encoding, output_attentions=True).label_attentions[0].mean(dim=0)  # (labels, seq)
@@ -209,6 +209,41 @@ def test_label_attention_is_the_models_own_weights(backbone, tokenizer, embeddin
     for label in range(3):
         assert exp.extras["class_scores"][label] == pytest.approx(expected[label], abs=1e-6)
     assert len(exp.words) < len(word_ids) - 2, "the text must have words of several sub-tokens"
+
+
+@pytest.mark.parametrize("output", ["logit", "centered_logit"])
+@pytest.mark.parametrize(
+    ("backbone", "num_labels", "multi_label"),
+    [("embedding", 3, False), ("context", 40, False), ("encoder", 3, False), ("embedding", 5, True)],
+)
+def test_label_attention_contributions_add_up_to_the_output(backbone, num_labels, multi_label, output, tokenizer):
+    # Complete as Integrated Gradients, with no integration error: the words' terms add up to the explained output
+    # (of the model's own logits) minus the bias and the special tokens, in a padded batch as alone.
+    if multi_label and output == "centered_logit":
+        return  # refused: a multi-label model's classes do not compete (tests/test_explainers_api.py)
+    model = make_model(backbone, num_labels=num_labels, multi_label=multi_label)
+    texts = [LONG, SHORT, MEDIUM]
+    batched = explain(model, tokenizer, texts, method="label_attention", output=output, top_k=2)
+    for text, per_text in zip(texts, batched, strict=True):
+        logits = plain_logits(model, tokenizer(text, return_tensors="pt").input_ids)[0]
+        explained = centered(logits) if output == "centered_logit" else logits
+        for exp in per_text:
+            scale = float(logits.abs().max())
+            assert exp.output == output
+            assert exp.score == pytest.approx(float(explained[exp.target]), abs=1e-5 * scale)
+            assert sum(exp.scores) == pytest.approx(exp.score - exp.baseline_score, abs=1e-5 * scale)
+            alone = explain(model, tokenizer, text, method="label_attention", output=output, target=exp.target)
+            assert exp.scores == pytest.approx(alone.scores, abs=1e-5 * scale)
+            if output == "centered_logit":  # every word's terms sum to 0 over the classes
+                assert torch.tensor(exp.extras["class_scores"]).sum(0).abs().max() < 1e-5 * scale
+
+
+def test_label_attention_contrast_is_the_difference_of_the_two_classes(tokenizer, context_model):
+    pair = explain(context_model, tokenizer, MEDIUM, method="label_attention", target=(0, 2))
+    first, second = (explain(context_model, tokenizer, MEDIUM, method="label_attention", target=c) for c in (0, 2))
+    assert pair.scores == pytest.approx([a - b for a, b in zip(first.scores, second.scores, strict=True)], abs=1e-6)
+    assert pair.score == pytest.approx(first.score - second.score, abs=1e-6)
+    assert sum(pair.scores) == pytest.approx(pair.score - pair.baseline_score, abs=1e-5)
 
 
 def test_rollout_rows_sum_to_one(tokenizer, encoder_model):
@@ -355,3 +390,42 @@ def test_half_precision_model(method, tokenizer, encoder_model):
     assert max(abs(a - b) for a, b in zip(exp.scores, full.scores, strict=True)) <= 0.15 * max(map(abs, full.scores))
     if method == "integrated_gradients":
         assert sum(exp.scores) - (exp.score - exp.baseline_score) == pytest.approx(exp.delta, abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def keyword_lowers_every_logit(tokenizer):
+    """A hand-built label-attention model where the planted word lowers every class's logit and its own class's
+    least: every token but the keyword embeds to 0; the keyword brings the value -3 to whatever attends to it; the
+    classes `other_*` attend to every token alike, while `planted` looks away from the keyword. So the planted class
+    wins a text with the keyword because the others fall more: on the raw logit, the keyword counts against it."""
+    model = make_model("embedding", num_labels=3, hidden_size=4, num_attention_heads=1)
+    keyword = tokenizer.convert_tokens_to_ids(PLANTED_WORD)
+    attention = model.labelattn.label_attention
+    with torch.no_grad():
+        for param in model.parameters():
+            param.zero_()
+        model.labelattn.embeddings.weight[keyword, 0] = 1.0
+        for layer in (attention.query, attention.key, attention.value, attention.output):
+            layer.weight.copy_(torch.eye(4))
+        attention.label_embeddings[2, 0] = -2.0  # the planted class's query looks away from the keyword's key
+        model.classifier.weight[0, 0] = -3.0
+    model.config.id2label = {0: "other_a", 1: "other_b", 2: "planted"}
+    model.config.label2id = {label: i for i, label in model.config.id2label.items()}
+    return model
+
+
+@pytest.mark.parametrize("method", [m for m in EMBEDDING_METHODS if m not in ("label_attention_weights", "random")])
+def test_a_keyword_that_lowers_every_logit_is_found_for_its_class(method, tokenizer, keyword_lowers_every_logit):
+    model = keyword_lowers_every_logit
+    text = f"the old {PLANTED_WORD} was there"
+    with torch.no_grad():
+        logits = plain_logits(model, tokenizer(text, return_tensors="pt").input_ids)[0]
+        without = plain_logits(model, tokenizer("the old was there", return_tensors="pt").input_ids)[0]
+    assert (logits < without - 0.1).all() and logits.argmax() == 2, "the keyword must lower every logit"
+    assert (without - logits).argmin() == 2, "and the planted class's least"
+    exp = explain(model, tokenizer, text, method=method, **({"n_samples": 8} if method == "shap" else {}))
+    assert exp.target_label == "planted"
+    assert exp.top_words(1)[0][0] == PLANTED_WORD, exp.scores
+    if method == "integrated_gradients":  # on the raw logit the keyword counts against its class
+        raw = explain(model, tokenizer, text, method=method, output="logit")
+        assert raw.scores[exp.words.index(PLANTED_WORD)] < 0

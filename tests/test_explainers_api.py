@@ -102,8 +102,8 @@ def test_bad_targets(target, message, model, tokenizer):
 
 
 def test_pair_target_for_a_method_that_cannot_take_one(model, tokenizer):
-    with pytest.raises(TargetError, match="'label_attention' cannot explain a pair target"):
-        explain(model, tokenizer, "who wrote it", method="label_attention", target=(0, 1))
+    with pytest.raises(TargetError, match="'label_attention_weights' cannot explain a pair target"):
+        explain(model, tokenizer, "who wrote it", method="label_attention_weights", target=(0, 1))
 
 
 def test_target_per_text_and_targets_all(model, tokenizer):
@@ -124,6 +124,7 @@ def test_target_per_text_and_targets_all(model, tokenizer):
         ("embedding", "label_attention", "attention_flow", "returns no attention weights"),
         ("embedding", "mean", "label_attention", "only a labelattn model pooling with label_attention"),
         ("encoder", "mean", "label_attention", "only a labelattn model pooling with label_attention"),
+        ("encoder", "mean", "label_attention_weights", "only a labelattn model pooling with label_attention"),
         ("embedding", "mean", "grad_weighted_attention", "weighs attention, and this model returns none"),
         ("embedding", "label_attention", "lime", "Unknown method 'lime'"),
     ],
@@ -274,6 +275,7 @@ def test_supported_methods_of_labelattn_models(tokenizer):
         "attention_flow",
         "grad_weighted_attention",
         "label_attention",
+        "label_attention_weights",
     }
     assert not any(supported_methods(make_model("encoder")).values())
 

@@ -169,22 +169,36 @@ def contribution_tolerance(terms: torch.Tensor, bias: torch.Tensor) -> float:
     return 1e-5 * float(terms.abs().sum(-1).max() + bias.abs().max())
 
 
-def contributions_by_hand(
-    model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor
-) -> torch.Tensor:
-    """`Σ_h A[c, h, t] (u_h W_V,h)·v_t` for given weights `(batch, heads, labels, seq)`, outside the model's code:
-    `u = W_Oᵀ w` cut into heads, `v_t` what the values read (the token's own vector, without the token context)."""
+def token_values_by_hand(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
+    """`(u_h W_V,h)·v_t` `(batch, seq, heads)`, outside the model's code: `u = W_Oᵀ w` cut into heads, `v_t` what the
+    values read (the token's own vector, without the token context)."""
     attention = model.labelattn.label_attention
     readouts = (model.classifier.weight @ attention.output.weight).view(attention.num_heads, -1)  # u_h
     values = token_vectors(model, batch, context=False) @ attention.value.weight.T  # W_V v_t, without b_V
-    token_scores = (values.unflatten(-1, readouts.shape) * readouts).sum(-1)  # (batch, seq, heads)
-    return torch.einsum("bhct,bth->bct", weights, token_scores)
+    return (values.unflatten(-1, readouts.shape) * readouts).sum(-1)
 
 
-def bias_by_hand(model: LabelAttnForSequenceClassification) -> torch.Tensor:
-    """`b_w + w·b_O + (W_Oᵀ w)·b_V`, `(1,)`: what the classifier adds to every class of a text with a real token."""
+def reference_by_hand(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
+    """`r_h` `(batch, heads)`: the mean token value of each head over the text's real tokens (0 for only padding)."""
+    real = batch["attention_mask"][:, :, None].to(torch.float32)
+    return (token_values_by_hand(model, batch) * real).sum(1) / real.sum(1).clamp(min=1)
+
+
+def contributions_by_hand(
+    model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor
+) -> torch.Tensor:
+    """`Σ_h A[c, h, t] (s_t,h − r_h)` for given weights `(batch, heads, labels, seq)`, outside the model's code."""
+    token_scores = token_values_by_hand(model, batch) - reference_by_hand(model, batch)[:, None, :]
+    return torch.einsum("bhct,bth->bct", weights, token_scores * batch["attention_mask"][:, :, None])
+
+
+def bias_by_hand(model: LabelAttnForSequenceClassification, batch: dict) -> torch.Tensor:
+    """`b_w + w·b_O + (W_Oᵀ w)·b_V + Σ_h r_h`, `(batch, 1)`: what the classifier adds to every class of a text with a
+    real token (a text of only padding gets `b_w` alone)."""
     attention, readout = model.labelattn.label_attention, model.classifier
-    return readout.bias + readout.weight @ (attention.output.bias + attention.output.weight @ attention.value.bias)
+    constant = readout.weight @ (attention.output.bias + attention.output.weight @ attention.value.bias)
+    has_token = batch["attention_mask"].any(-1, keepdim=True)
+    return readout.bias + has_token * (constant + reference_by_hand(model, batch).sum(-1, keepdim=True))
 
 
 @pytest.mark.parametrize("multi_label", [False, True])
@@ -226,10 +240,9 @@ def test_contributions_sum_to_the_logits_of_every_path(
     is_padding = batch["attention_mask"][:, None, :].expand_as(terms) == 0
     assert (terms[is_padding] == 0).all() and (terms[-1] == 0).all()
     assert terms[~is_padding].abs().max() > 0.1
-    assert (bias_by_hand(model) - model.classifier.bias).abs().max() > 100 * tolerance  # the head's biases count
-    expected_bias = torch.cat(
-        [bias_by_hand(model).expand(len(TEXTS), num_labels), model.classifier.bias.expand(1, num_labels)]
-    )
+    expected_bias = bias_by_hand(model, batch).expand_as(bias)
+    assert (expected_bias[:-1] - model.classifier.bias).abs().max() > 100 * tolerance  # the head's biases count
+    torch.testing.assert_close(expected_bias[-1], model.classifier.bias.expand(num_labels))  # only padding: b_w
     torch.testing.assert_close(bias, expected_bias, rtol=0, atol=tolerance)
 
 
@@ -264,7 +277,7 @@ def test_contributions_are_the_weights_times_each_tokens_own_value(backbone, tok
     expected = contributions_by_hand(model, batch, replaced)
     torch.testing.assert_close(out.label_contributions, expected, rtol=0, atol=tolerance)
     torch.testing.assert_close(
-        out.label_contribution_bias, bias_by_hand(model).expand(len(TEXTS), 40), atol=tolerance, rtol=0
+        out.label_contribution_bias, bias_by_hand(model, batch).expand(len(TEXTS), 40), atol=tolerance, rtol=0
     )
     assert (out.logits - model(**batch).logits).abs().max() > 0.1, "replacing the weights did not change the logits"
 

@@ -178,15 +178,15 @@ def test_heatmap_and_predict_endpoints(client):
 
 def test_compare_shows_the_chosen_methods_side_by_side(client):
     text = f"the {PLANTED_WORD} said no"
-    chosen = ["label_attention", "integrated_gradients"]
+    chosen = ["label_attention_weights", "integrated_gradients"]
     note, *panels = client.predict(text, "", "planted", "other", chosen, api_name="/compare")
     shown = [panel for panel in panels if panel is not None]  # one value per method of the page, None if not chosen
     assert len(shown) == 2 and len(panels) > 2
     for panel in shown:
         assert "".join(piece["token"] for piece in panel) == text
         assert max(words_of(panel), key=words_of(panel).get) == PLANTED_WORD
-    # Label attention cannot explain "planted rather than other": the note says it shows "planted" alone.
-    assert "Why planted rather than other?" in note and "Label attention: why planted alone" in note
+    # Label-attention weights cannot explain "planted rather than other": the note says they show "planted" alone.
+    assert "Why planted rather than other?" in note and "label_attention_weights: why planted alone" in note
     assert "The text was cut" not in note
 
 
@@ -224,7 +224,7 @@ def huge_explanation(client: Client) -> dict:
         (lambda c: explain(c, "a zebra", "saliency", target="other", contrast="other"), "names class 'other' twice"),
         (lambda c: explain(c, "a zebra", "saliency", target="HUM"), "Unknown target label 'HUM'"),
         (lambda c: explain(c, "a zebra", "attention_flow"), "not available for this model: the method follows"),
-        (lambda c: explain(c, "a zebra", contrast="other"), "cannot explain a pair target"),
+        (lambda c: explain(c, "a zebra", "label_attention_weights", contrast="other"), "cannot explain a pair target"),
         (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
         # /predict takes what a client sends, unconverted: a text that is not a string is said to be one.
         (lambda c: c.predict(12345, api_name="/predict"), "The text must be a string, got int"),
