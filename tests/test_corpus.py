@@ -469,7 +469,7 @@ REFUSED = [
     (["--top-k", "10"], "top_k=10: give a number of classes from 1 to 3"),
     (["--top-k", "0"], "top_k=0"),
     (["--target", "class_1", "--contrast", "class_1"], "names class 'class_1' twice"),
-    (["--target", "class_1", "--contrast", "class_2", "--method", "label_attention"], "cannot explain a pair target"),
+    (["--target", "nope"], "Unknown target label 'nope'"),
     (["--max-length", "2"], "max_length=2: give a number of tokens from 3"),
     (["--batch-size", "0"], "batch_size=0"),
     (["--shard-size", "0"], "shard_size=0"),
