@@ -16,6 +16,7 @@ from .explanation import Explanation
 from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .options import cost_option
 from .targets import Target
+from .windows import check_long_text, mean_by_text, tokenize_windows
 from .words import TextInput, check_texts, tokenize
 from .zero_shot import explain_zero_shot, wants_zero_shot
 
@@ -67,20 +68,30 @@ def predict(
     texts: TextInput | Sequence[TextInput],
     batch_size: int = 32,
     max_length: int | None = None,
+    long_text: str = "truncate",
 ) -> Predictions:
     """Class probabilities of `texts` (str, pairs, or a list of them), tokenized and padded as the explainers
-    do it, in length-sorted batches. Raises `ExplainerError` for logits that are not finite."""
+    do it, in length-sorted batches; a text longer than the model reads is cut to its start, or with
+    `long_text="windows"` read whole in windows whose logits are averaged (`explainers.windows`). Raises
+    `ExplainerError` for logits that are not finite."""
     model, tokenizer = unwrap(model, tokenizer)
     texts, _ = check_texts(texts)
     check_count(batch_size, "batch_size", "texts")
+    long_text = check_long_text(long_text, texts)
     pairs = any(isinstance(text, tuple) for text in texts)
-    items = tokenize(tokenizer, texts, check_max_length(max_length, model, tokenizer, pairs))
+    limit = check_max_length(max_length, model, tokenizer, pairs)
+    if long_text == "windows":
+        items, owners = tokenize_windows(tokenizer, texts, limit)
+    else:
+        items, owners = tokenize(tokenizer, texts, limit), None
     logits = predict_logits(model, items, baseline_token_id(tokenizer), batch_size)
     check_finite_logits(logits)
+    if owners is not None:
+        logits = mean_by_text(logits, owners, len(texts))
     id2label = {int(k): v for k, v in model.config.id2label.items()}
     return Predictions(
         probabilities=probabilities(model, logits).float().cpu(),
-        truncated=[item.truncated for item in items],
+        truncated=[item.truncated for item in items] if owners is None else [False] * len(texts),
         labels=[id2label[i] for i in range(logits.shape[-1])],
     )
 

@@ -29,6 +29,7 @@ from .models import (
 from .options import Option, check_options
 from .outputs import resolve_output
 from .targets import Target, resolve_targets
+from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows
 from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
 
 METHODS: dict[str, type["Explainer"]] = {}
@@ -237,6 +238,7 @@ class Explainer:
         top_k: int | None = None,
         batch_size: int = 16,
         max_length: int | None = None,
+        long_text: str = "truncate",
         **options,
     ) -> Explanation | list[Explanation] | list[list[Explanation]]:
         """Explain one text (one `Explanation`) or a list of texts (a list, same order).
@@ -251,49 +253,100 @@ class Explainer:
                 result of a text is then a list, most probable class first.
             batch_size: rows (text × target) computed together; rows are grouped by length so that little
                 padding is computed.
-            max_length: longest input in tokens; defaults to what the model and tokenizer read. Longer texts are
-                truncated with a warning and flagged `truncated`.
+            max_length: longest input in tokens; defaults to what the model and tokenizer read.
+            long_text: what happens to a longer text: "truncate" (only its start is read and explained, with a
+                warning, and the explanation is flagged `truncated`) or "windows" (read whole in overlapping windows
+                of `max_length` tokens: see `explainers.windows`).
             options: the method's own options (see its `defaults`).
         """
         texts, single = check_texts(texts)
         check_target_choice(target, targets, top_k, len(self.id2label))
         check_count(batch_size, "batch_size", "rows")
+        long_text = check_long_text(long_text, texts)
         options = self.check_options(options)
         pairs = any(isinstance(text, tuple) for text in texts)
         with exclusive(self.model):
-            items = tokenize(self.tokenizer, texts, check_max_length(max_length, self.model, self.tokenizer, pairs))
+            limit = check_max_length(max_length, self.model, self.tokenizer, pairs)
+            if long_text == "windows":
+                items, owners = tokenize_windows(self.tokenizer, texts, limit)
+            else:
+                items, owners = tokenize(self.tokenizer, texts, limit), None
             with evaluating(self.model), pooling_ready(self.model):
-                explanations = self._explain(items, target, targets == "all", top_k, batch_size, options)
+                logits = self.predict(items, batch_size)
+                if owners is not None:
+                    logits = mean_by_text(logits, owners, len(texts))
+                explanations = self._explain(
+                    items, owners, logits, target, targets == "all", top_k, batch_size, options
+                )
         return explanations[0] if single else explanations
 
     def _explain(
         self,
         items: list[TokenizedText],
+        owners: list[int] | None,
+        logits: torch.Tensor,
         target: Target | list[Target],
         all_targets: bool,
         top_k: int | None,
         batch_size: int,
         options: dict[str, Any],
     ) -> list[Explanation] | list[list[Explanation]]:
-        """`explain` once the arguments are checked and the texts tokenized: one result per text, or a list per
-        text: every class in order (`all_targets`) or the `top_k` most probable, most probable first."""
-        logits = self.predict(items, batch_size)
+        """`explain` once the arguments are checked, the texts tokenized (`items`, or with `owners` the windows of
+        the texts) and their `logits (texts, labels)` computed: one result per text, or a list per text: every class
+        in order (`all_targets`) or the `top_k` most probable, most probable first."""
         probs = probabilities(self.model, logits)
+        num_texts = logits.shape[0]
         per_text = logits.shape[-1] if all_targets else top_k
         if per_text is not None:
-            rows = [i for i in range(len(items)) for _ in range(per_text)]
+            rows = [i for i in range(num_texts) for _ in range(per_text)]
             if all_targets:
-                target_index = torch.arange(per_text, device=self.device).repeat(len(items))
+                target_index = torch.arange(per_text, device=self.device).repeat(num_texts)
             else:
                 # stable: equal probabilities keep the class order
                 target_index = probs.sort(dim=-1, descending=True, stable=True).indices[:, :top_k].reshape(-1)
             contrast_index = None
         else:
-            rows = list(range(len(items)))
+            rows = list(range(num_texts))
             target_index, contrast_index = resolve_targets(
                 target, logits.argmax(-1), self.id2label, self.allows_contrast, self.name
             )
+        probability = probs[torch.tensor(rows, device=probs.device), target_index].tolist()
+        if owners is None:
+            explanations = self._explain_rows(
+                items, rows, target_index, contrast_index, probability, batch_size, options
+            )
+        else:  # every window of a text row, for the text's target; then one explanation per text row
+            windows_of = [[w for w, owner in enumerate(owners) if owner == i] for i in range(num_texts)]
+            of_row = [r for r, text in enumerate(rows) for _ in windows_of[text]]
+            pieces = self._explain_rows(
+                items,
+                [w for text in rows for w in windows_of[text]],
+                target_index[of_row],
+                contrast_index[of_row] if contrast_index is not None else None,
+                [probability[r] for r in of_row],
+                batch_size,
+                options,
+            )
+            explanations = [
+                merge_windows([piece for piece, r in zip(pieces, of_row, strict=True) if r == row], probability[row])
+                for row in range(len(rows))
+            ]
+        if per_text is not None:
+            return [explanations[i * per_text : (i + 1) * per_text] for i in range(num_texts)]
+        return explanations
 
+    def _explain_rows(
+        self,
+        items: list[TokenizedText],
+        rows: list[int],
+        target_index: torch.Tensor,
+        contrast_index: torch.Tensor | None,
+        probability: list[float],
+        batch_size: int,
+        options: dict[str, Any],
+    ) -> list[Explanation]:
+        """The explanation of each row: `items[rows[j]]` for class `target_index[j]` (rather than
+        `contrast_index[j]`), in length-sorted batches."""
         explanations: list[Explanation | None] = [None] * len(rows)
         for group in length_sorted_batches(items, rows, batch_size, positions=True, max_padding=self.max_padding):
             group_items = [items[rows[j]] for j in group]
@@ -315,12 +368,10 @@ class Explainer:
                     class_words[k] if class_words is not None else None,
                     int(group_target[k]),
                     int(group_contrast[k]) if group_contrast is not None else None,
-                    float(probs[rows[j], group_target[k]]),
+                    probability[j],
                     result.diagnostics[k] if result.diagnostics else {},
                     options,
                 )
-        if per_text is not None:
-            return [explanations[i * per_text : (i + 1) * per_text] for i in range(len(items))]
         return explanations
 
     def _explanation(

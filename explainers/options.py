@@ -91,6 +91,27 @@ def options_table(declared: Sequence[Option]) -> str:
         return "No options."
     rows = ["| option | type | default | what it does |", "|---|---|---|---|"]
     for option in declared:
-        help_text = option.help + (f" One of {', '.join(f'`{c}`' for c in option.choices)}." if option.choices else "")
+        help_text = option.help.replace("|", "\\|") + "."
+        if option.choices:
+            help_text += f" One of {', '.join(f'`{c}`' for c in option.choices)}."
         rows.append(f"| `{option.name}` | {option.type_name()} | `{option.default!r}` | {help_text} |")
     return "\n".join(rows)
+
+
+def write_options_tables(path: str) -> None:
+    """Rewrite every `<!-- options:METHOD -->` ... `<!-- /options:METHOD -->` block of the Markdown file `path` with
+    the method's `options_table` (docs/explainers.md: `python -c "from explainers.options import write_options_tables;
+    write_options_tables('docs/explainers.md')"`)."""
+    import re
+    from pathlib import Path
+
+    from explainers import METHODS
+
+    page = Path(path)
+    text = page.read_text(encoding="utf-8")
+    for name, method in METHODS.items():
+        block = f"<!-- options:{name} -->\n{options_table(method.all_options())}\n<!-- /options:{name} -->"
+        text = re.sub(
+            rf"<!-- options:{name} -->.*?<!-- /options:{name} -->", lambda _, block=block: block, text, flags=re.S
+        )
+    page.write_text(text, encoding="utf-8")

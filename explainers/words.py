@@ -124,9 +124,8 @@ def word_span(segment: str, start: int, end: int, bounds: tuple[list[int], list[
     return (start if segment[cluster_start].isspace() else cluster_start), bounds[1][end - 1]
 
 
-def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max_length: int) -> list[TokenizedText]:
-    """Tokenize `texts` (str or `(text, text_pair)`; truncating to `max_length` tokens with a warning) and map
-    tokens to words."""
+def check_tokenizer(tokenizer: object) -> None:
+    """Refuse what is not a fast tokenizer: words and their character spans need `word_ids` and offsets."""
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
         raise ExplainerInputError(
             f"The tokenizer is a {type(tokenizer).__name__}: pass the model's tokenizer, "
@@ -137,6 +136,12 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
             f"{type(tokenizer).__name__} is a slow tokenizer: word-level scores need a fast one (word_ids and "
             "character offsets). Load it with AutoTokenizer.from_pretrained(..., use_fast=True)."
         )
+
+
+def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max_length: int) -> list[TokenizedText]:
+    """Tokenize `texts` (str or `(text, text_pair)`; truncating to `max_length` tokens with a warning) and map
+    tokens to words."""
+    check_tokenizer(tokenizer)
     texts, _ = check_texts(list(texts))
     items: list[TokenizedText | None] = [None] * len(texts)
     # Single texts and pairs are tokenized in two calls: a tokenizer call takes one kind.
@@ -149,11 +154,17 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
         with exclusive(tokenizer):  # a fast tokenizer's truncation setting is shared state
             encoding = tokenizer(first, second, truncation=True, max_length=max_length, return_offsets_mapping=True)
         for row, i in enumerate(indices):
-            items[i] = tokenized_text(texts[i], encoding, row, i, max_length)
+            items[i] = tokenized_text(texts[i], encoding, row, i)
+            if items[i].truncated:
+                warnings.warn(
+                    f"Text {i} is longer than {max_length} tokens: only its first {len(items[i].words)} words are "
+                    "explained (long_text='windows' reads it all).",
+                    stacklevel=4,
+                )
     return items
 
 
-def tokenized_text(text: TextInput, encoding, row: int, index: int, max_length: int) -> TokenizedText:
+def tokenized_text(text: TextInput, encoding, row: int, index: int) -> TokenizedText:
     """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`."""
     segments = text if isinstance(text, tuple) else (text,)
     bounds = [grapheme_bounds(segment) for segment in segments]
@@ -186,11 +197,6 @@ def tokenized_text(text: TextInput, encoding, row: int, index: int, max_length: 
         raise ExplainerInputError(f"Text {index} ({segments[0][:40]!r}) gives no token the model knows.")
     # The tokenizer keeps the tokens it cut off: a text was truncated exactly when there are some.
     truncated = bool(encoding.encodings[row].overflowing)
-    if truncated:
-        warnings.warn(
-            f"Text {index} is longer than {max_length} tokens: only its first {len(spans)} words are explained.",
-            stacklevel=4,
-        )
     return TokenizedText(
         text=segments[0],
         input_ids=encoding["input_ids"][row],

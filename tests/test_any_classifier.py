@@ -502,7 +502,7 @@ def test_planted_word_is_found(family, pairs, tokenizers, request):
     texts, labels = planted_texts(6, seed=5)
     texts = [text for text, label in zip(texts, labels, strict=True) if label]
     given = [("the first one of them", text) for text in texts] if pairs else texts
-    for method, options in (("integrated_gradients", {"tolerance": None}), ("shap", {})):
+    for method, options in (("integrated_gradients", {}), ("shap", {})):
         for exp in explain(model, tokenizer, given, method=method, target=1, **options):
             top = exp.top_words(1)[0][0]
             assert top.strip(".").lower() == PLANTED_WORD, (method, exp.words, exp.scores)

@@ -138,7 +138,7 @@ def test_integrated_gradients_rows_carry_their_diagnostics_and_output(model, tok
     explained = explain(model, tokenizer, list(out["text"]), method="integrated_gradients")
     for row, exp in zip(out, explained, strict=True):
         assert abs(sum(row["scores"]) - (row["score"] - row["baseline_score"])) <= abs(row["delta"]) + 1e-5
-        assert json.loads(row["extras"])["n_steps"] >= 32
+        assert json.loads(row["extras"])["n_steps"] >= 9  # the adaptive rule starts from 9 nodes
         assert row["output"] == exp.output is not None  # what the scores explain, as the explanation says
 
 

@@ -72,7 +72,7 @@ def test_ig_completeness_and_endpoints(backbone, baseline, tokenizer, request):
 def test_ig_delta_is_captums_convergence_delta(tokenizer, double_models):
     model = double_models["encoder"]
     texts = [SHORT, LONG]
-    results = ig(model, tokenizer, texts, n_steps=8, tolerance=None, target=1)
+    results = ig(model, tokenizer, texts, n_steps=8, integration="gausslegendre", tolerance=None, target=1)
     for text, exp in zip(texts, results, strict=True):
         ids = tokenizer(text, return_tensors="pt").input_ids
         forward = ExplainedOutput(model, exp.output)

@@ -257,7 +257,7 @@ def test_parse_options():
 def test_cost_hints():
     assert cost_hints("integrated_gradients") == {
         "option": "n_steps",
-        "default": 32,
+        "default": 9,
         "caps": {"n_steps": 64, "max_steps": 64},
     }
     assert cost_hints("saliency") == {"option": None, "default": None, "caps": {}}
