@@ -652,3 +652,25 @@ def test_a_summary_of_many_classes_stays_readable_and_names_each_class_by_its_wo
     height = matplotlib.image.imread(folder / "summary.png").shape[0]
     few = write_summary(datasets.Dataset.from_list(rows[:60]), tmp_path / "few", plot_classes=12)
     assert height <= matplotlib.image.imread(few / "summary.png").shape[0] * 1.2 < 3000
+
+
+def test_many_classes_are_explained_in_chunks_that_give_the_rows_of_one_call(model, tokenizer, monkeypatch):
+    import labelattn.corpus
+
+    whole = explain_dataset(model, tokenizer, corpus(9), method="label_attention", top_k=2, progress=False)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[2]))
+        return explain(*args, **kwargs)
+
+    # 3 classes, 2 per text: 6 (text, class) pairs allowed per call, so calls of batch_size (2) texts.
+    monkeypatch.setattr(labelattn.corpus, "CLASS_ROWS_PER_CALL", 6)
+    monkeypatch.setattr(labelattn.corpus, "explain", counted)
+    chunked = explain_dataset(
+        model, tokenizer, corpus(9), method="label_attention", top_k=2, batch_size=2, progress=False
+    )
+    assert calls == [2, 2, 2, 2, 1]
+    assert chunked["words"] == whole["words"] and chunked["target"] == whole["target"]
+    for a, b in zip(chunked["scores"], whole["scores"], strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
