@@ -10,7 +10,8 @@ model, tokenizer = load_classifier("org/name", revision="<40-hex commit>")  # a 
 What it checks, in order, before anything runs: the folder (or the cached snapshot of the id) exists; its
 `config.json` is JSON with a `model_type`; its weights are safetensors (pickle weights, `pytorch_model.bin`, are
 refused before anything opens them, since unpickling runs arbitrary code); the tokenizer is a fast one (word
-spans need character offsets); the weights fit the config and hold a classification head.
+spans need character offsets); the label map names every class once (`class_names`); the weights fit the config
+and hold a classification head.
 """
 
 import json
@@ -80,15 +81,16 @@ def load_classifier(
         device: where to put the model (default: where it loads, the CPU).
 
     Raises:
-        LoadError: no such folder or cached id, a broken `config.json`, missing, pickle-only or ill-fitting
-            weights, a model without a classification head, custom code not trusted, a tokenizer that is missing
-            or slow.
+        LoadError: no such folder or cached id, a broken `config.json`, a label map that leaves a class without
+            a name or gives two classes one name, missing, pickle-only or ill-fitting weights, a model without a
+            classification head, custom code not trusted, a tokenizer that is missing or slow.
     """
     register_labelattn()
     folder = _resolve_folder(name_or_path, revision)
     config_dict = _read_config(folder)
     _check_weight_files(folder)
     config = _load_config(folder, config_dict, trust_remote_code)
+    class_names(config, where=f"{folder}/config.json")
     tokenizer = _load_tokenizer(folder, trust_remote_code)
     model = _load_model(folder, config, trust_remote_code)
     if device is not None:
@@ -189,6 +191,61 @@ def _load_config(folder: Path, config_dict: dict, trust_remote_code: bool) -> Pr
     return config
 
 
+def class_names(config: PretrainedConfig, where: str = "The model's config") -> list[str]:
+    """The name of each class, by index (`config.id2label`): what every output calls the classes (predicted
+    labels, `prob_<label>` columns, targets, corpus summaries).
+
+    Raises `LoadError` for a map that would mislabel them: a class without a name (the indexes must run from 0 to
+    `num_labels - 1`), a name that is not a string, or one name for several classes. Refused rather than made
+    unique (`A`, `A_1`): a duplicated name would stay ambiguous in every predicted label, target and summary.
+    Refused too: a model with fewer than two outputs (a regression model, or a single logit read through a
+    sigmoid), whose one "class" the softmax of the explainers would give a probability of 1 for every text.
+    """
+    if getattr(config, "problem_type", None) == "regression":
+        raise LoadError(
+            f"{where}: problem_type is 'regression': the model predicts a number, not one of several classes, so "
+            "there are no class probabilities to predict or explain. Give a text classifier (num_labels ≥ 2)."
+        )
+    if len(config.id2label) < 2:
+        raise LoadError(
+            f"{where}: the model has {len(config.id2label)} output (num_labels={len(config.id2label)}): a "
+            "regression model, or a binary classifier with a single logit, which the explainers would read as "
+            "one class of probability 1 for every text. Give a classifier with one output per class "
+            "(num_labels ≥ 2)."
+        )
+    try:
+        id2label = {int(index): name for index, name in config.id2label.items()}
+    except (TypeError, ValueError):
+        raise LoadError(
+            f"{where}: id2label's keys {list(config.id2label)[:8]} are not all class indexes: number the classes "
+            "0, 1, 2, ... in id2label (and label2id)."
+        ) from None
+    missing = sorted(set(range(len(id2label))) - set(id2label))
+    if missing:
+        raise LoadError(
+            f"{where}: id2label names the classes {sorted(id2label)}, so class {missing[0]} has no name: every class, "
+            f"numbered from 0, needs one. Name the missing classes, or number the names 0 to {len(id2label) - 1}, in "
+            "id2label (and label2id) of config.json."
+        )
+    names = [id2label[i] for i in range(len(id2label))]
+    not_text = [(i, name) for i, name in enumerate(names) if not isinstance(name, str)]
+    if not_text:
+        i, name = not_text[0]
+        raise LoadError(
+            f"{where}: id2label gives class {i} the name {name!r} ({type(name).__name__}): label names are strings; "
+            f'write them quoted in id2label (and label2id) of config.json, e.g. "{i}": "{name}".'
+        )
+    shared = {name: [i for i, other in enumerate(names) if other == name] for name in names if names.count(name) > 1}
+    if shared:
+        which = "; ".join(f"{name!r} for classes {', '.join(map(str, classes))}" for name, classes in shared.items())
+        raise LoadError(
+            f"{where}: id2label gives several classes one name ({which}), so outputs could not tell them apart: "
+            "give each class its own name in id2label (and label2id) of config.json (for a cached Hub model, in a "
+            "copy of its folder)."
+        )
+    return names
+
+
 def _load_tokenizer(folder: Path, trust_remote_code: bool) -> PreTrainedTokenizerBase:
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
@@ -260,6 +317,7 @@ def _remote_hint(error: BaseException) -> str:
     if "trust_remote_code" not in str(error):
         return ""
     return (
-        " The model brings its own code: read it, then pass trust_remote_code=True, with revision=<commit> for a "
-        "Hub id so that the code you read is the code that runs."
+        " The model brings its own code: read it, then pass trust_remote_code=True (labelattn commands: "
+        "--trust-remote-code), with revision=<commit> (--revision COMMIT) for a Hub id, so that the code you read "
+        "is the code that runs."
     )

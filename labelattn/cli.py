@@ -51,12 +51,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args) or 0
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
-        # A mistake of the user's (bad file, unknown label, ...): the message says what to fix.
+    except (ValueError, OSError) as error:
+        # A mistake of the user's (bad file, unknown label, ...) or of the system's (a full disk, a folder that
+        # became read-only mid-run): the message says what to fix; LABELATTN_DEBUG=1 shows the traceback.
         if os.environ.get("LABELATTN_DEBUG"):
             raise
         print(f"labelattn {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # What a corpus command finished is on disk: the same command resumes from there.
+        print(f"labelattn {args.command}: interrupted; what was finished is kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -9,13 +9,18 @@ explanations = explain_dataset(model, tokenizer, dataset, method="label_attentio
 The rows are cut into shards of `shard_size` rows (fixed by the row count alone, never by the number of
 processes, so that any launch makes the same shards). Each shard is read from the input's Arrow table, its texts
 predicted or explained together (the explainers batch them by length), and written as one Arrow file under a
-temporary name, renamed when complete. The folder records the run's settings in `run.json`: a run started again
-with the same settings skips the finished shards; other settings are refused. Under `accelerate launch` the
-pending shards are split across the processes (`PartialState.split_between_processes`); every process writes its
-own shards to the shared folder, and the result is the shards read back in order, memory-mapped: the corpus is
-never held in memory as Python objects, only one shard at a time.
+temporary name, renamed when complete (`labelattn.shards`). The folder records the run's settings in `run.json`:
+a run started again with the same settings skips the finished shards; other settings are refused. Every request is
+checked before the folder is touched. Under `accelerate launch` the pending shards are split across the processes
+(`PartialState.split_between_processes`); every process writes its own shards to the shared folder, and the result
+is the shards read back in order, memory-mapped: the corpus is never held in memory as Python objects, only one
+shard at a time.
+
+A row whose text cannot be read (missing, empty, or giving no token the model knows) becomes an error row that
+names it, and never stops the run.
 """
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -30,20 +35,55 @@ from typing import Any
 
 import datasets
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
-SETTINGS_FILE = "run.json"
-SHARD_SUFFIX = ".arrow"
+from explainers import ExplainerInputError, explain, get_explainer, predict
+from explainers.checks import check_count, check_max_length, check_target_choice
+from explainers.loading import class_names
+from explainers.targets import resolve_targets
+from explainers.words import TextInput, input_problem
+
+from .processes import process_state
+from .shards import CorpusError, ShardFolder
+
 DEFAULT_SHARD_SIZE = 1000
 # Label attention's classes × words matrix would make every row as large as all its --all-targets rows together:
 # the corpus files keep the method's scalar and per-word diagnostics only.
 DROPPED_EXTRAS = ("class_scores", "labels")
+# (text, class) pairs whose classes × words scores one `explain` call may hold (see `explain_job`): about 60 MB.
+CLASS_ROWS_PER_CALL = 200_000
+# How the explainers name the text they refuse, in a call on one text (see `compute_rows`).
+FIRST_TEXT = "Text 0 "
 
-TextInput = str | tuple[str, str]
+__all__ = ["CorpusError", "CorpusOptions", "explain_dataset", "predict_dataset", "save"]
 
 
-class CorpusError(ValueError):
-    """A corpus run that cannot start: a missing column, an output folder holding other results, ..."""
+@dataclass(frozen=True)
+class CorpusOptions:
+    """Where a corpus run reads its texts and writes its results: the keyword arguments that `predict_dataset` and
+    `explain_dataset` share, and the corpus commands' options.
+
+    Attributes:
+        output_dir: the folder of the shards and `run.json`; a run there with the same settings is resumed.
+            Default: a new temporary folder (one process only).
+        text_column: the column of the texts (a `datasets.Dataset`).
+        text_pair_column: the column of the second texts of pairs, or None.
+        id_column: a column that names each row: it comes right after `row` in the output, and in error messages.
+        shard_size: rows per shard, the unit of work, of resuming and of the split across processes.
+        overwrite: replace a folder's results of other settings (only its own files are deleted).
+        progress: show a progress bar of every process's rows (on the main process).
+        protected: files the run reads (the input file), which the output folder must neither hold nor replace.
+    """
+
+    output_dir: str | Path | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    id_column: str | None = None
+    shard_size: int = DEFAULT_SHARD_SIZE
+    overwrite: bool = False
+    progress: bool = True
+    protected: tuple[Path, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------- the input
@@ -79,7 +119,8 @@ def write_iterable(items: Iterable[TextInput], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     texts: list = []
     pairs: list = []
-    with pa.OSFile(str(path) + ".tmp", "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+    temporary = f"{path}.tmp-{os.getpid()}"  # of this process: two runs never write into one file
+    with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for item in items:
             is_pair = isinstance(item, tuple) and len(item) == 2
             texts.append(item[0] if is_pair else item)
@@ -88,7 +129,7 @@ def write_iterable(items: Iterable[TextInput], path: Path) -> None:
                 writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
                 texts, pairs = [], []
         writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
-    os.replace(str(path) + ".tmp", path)
+    os.replace(temporary, path)
 
 
 def read_iterable(path: Path) -> datasets.Dataset:
@@ -133,84 +174,70 @@ def model_identity(model: torch.nn.Module) -> dict[str, Any]:
     }
 
 
-def python_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
-    """A column's values as given. A column of mixed types (`datasets`' `Json` type: one number among the texts of
-    a JSONL file, a dict among numbers) holds each value as JSON text in arrow: decoded here, so that the number is
-    that row's error and no other value gains quotes."""
-    values = column.to_pylist()
-    if isinstance(column.type, pa.JsonType):
-        return [None if value is None else json.loads(value) for value in values]
-    return values
-
-
 def read_texts(table: pa.Table, text_column: str, text_pair_column: str | None) -> list[Any]:
-    """The texts of a shard: values of the text column, or `(text, text_pair)` tuples."""
-    texts = python_values(table.column(text_column))
+    """The texts of a shard: values of the text column, or `(text, text_pair)` tuples, decoded by their
+    `datasets` feature: a column of mixed types (`datasets.Json`, stored as JSON texts) gives each value as it was
+    written, so that a number among texts is that row's error, and no text is read with its JSON quotes."""
+    features = datasets.Features.from_arrow_schema(table.schema)
+
+    def values(name: str) -> list[Any]:
+        return features.decode_column(table.column(name).to_pylist(), name)
+
     if text_pair_column is None:
-        return texts
-    return list(zip(texts, python_values(table.column(text_pair_column)), strict=True))
+        return values(text_column)
+    return list(zip(values(text_column), values(text_pair_column), strict=True))
 
 
-def text_error(value: Any) -> str | None:
-    """Why a text (or a `(text, text_pair)` tuple) cannot be read by the model, or None when it can."""
-    parts = value if isinstance(value, tuple) else (value,)
-    for name, part in zip(("text", "text pair"), parts, strict=False):
-        if not isinstance(part, str):
-            return f"the {name} is {'missing' if part is None else f'a {type(part).__name__}, not a string'}"
-        if not part.strip():
-            return f"the {name} is empty"
-    return None
+def subject(text: Any) -> str:
+    """What an error row's message is about: "the text", or "the pair" for `(text, text_pair)`."""
+    return "the pair" if isinstance(text, tuple) else "the text"
 
 
 # --------------------------------------------------------------------------------------------------- the jobs
 
 
-def check_sizes(model: torch.nn.Module, tokenizer, batch_size: int, max_length: int | None) -> None:
-    """Refuse a batch size or maximum length that the first shard would refuse, before any work."""
-    from explainers import token_limit
-
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise CorpusError(f"batch_size={batch_size!r}: give a number of texts, at least 1.")
-    limit = token_limit(model, tokenizer)
-    shortest = tokenizer.num_special_tokens_to_add() + 1
-    if max_length is not None and (
-        isinstance(max_length, bool) or not isinstance(max_length, int) or not shortest <= max_length <= limit
-    ):
-        raise CorpusError(
-            f"max_length={max_length!r}: give a number of tokens from {shortest} (the special tokens and one word) "
-            f"to {limit} (the most this model reads), or None for {limit}."
-        )
-
-
 @dataclass
 class Job:
-    """What a corpus run computes for each shard.
+    """What a corpus run computes for each shard, with which model.
 
     Attributes:
+        model, tokenizer: the classifier.
+        max_length: the longest input in tokens asked for (None: all the model reads), checked again for pairs
+            once the data is known (a pair keeps a word of each segment).
         settings: what must be equal for a folder's shards to be reused (recorded in `run.json`).
         features: the result columns and their types (every shard has exactly these, whatever its rows).
         compute: the result rows of a list of valid texts: one list of rows (dicts) per text.
     """
 
+    model: torch.nn.Module
+    tokenizer: Any
+    max_length: int | None
     settings: dict[str, Any]
     features: datasets.Features
     compute: Callable[[list[TextInput]], list[list[dict[str, Any]]]]
 
+    def check_length(self, pairs: bool) -> None:
+        check_max_length(self.max_length, self.model, self.tokenizer, pairs, error=CorpusError)
+
 
 def predict_job(
-    model: torch.nn.Module, tokenizer, batch_size: int, max_length: int | None, threshold: float | None
+    model: torch.nn.Module,
+    tokenizer,
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    threshold: float | None = None,
 ) -> Job:
     """The predicted label(s) and every class's probability (`prob_<label>` columns)."""
-    from explainers import predict
-
-    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    labels = class_names(model.config)
     multi_label = model.config.problem_type == "multi_label_classification"
     if threshold is not None and not multi_label:
         raise CorpusError("--threshold applies to multi-label models; this model predicts one class per text.")
     threshold = 0.5 if threshold is None else threshold
-    if not 0 < threshold < 1:
-        raise CorpusError(f"threshold={threshold}: give a probability strictly between 0 and 1.")
-    check_sizes(model, tokenizer, batch_size, max_length)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
+        raise CorpusError(f"threshold={threshold!r}: give a probability strictly between 0 and 1.")
+    check_count(batch_size, "batch_size", "texts", error=CorpusError)
+    check_max_length(max_length, model, tokenizer, error=CorpusError)
     predicted = "predicted_labels" if multi_label else "predicted_label"
     features = datasets.Features(
         {
@@ -235,7 +262,7 @@ def predict_job(
         return rows
 
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
-    return Job(settings, features, compute)
+    return Job(model, tokenizer, max_length, settings, features, compute)
 
 
 EXPLANATION_FEATURES = {
@@ -245,6 +272,8 @@ EXPLANATION_FEATURES = {
     "words": datasets.List(datasets.Value("string")),
     "spans": datasets.List(datasets.List(datasets.Value("int64"))),
     "scores": datasets.List(datasets.Value("float64")),
+    # What the scores explain ("centered_logit", "log_probability", ...; null for attention weights).
+    "output": datasets.Value("string"),
     "score": datasets.Value("float64"),
     "baseline_score": datasets.Value("float64"),
     "delta": datasets.Value("float64"),
@@ -259,33 +288,33 @@ def explain_job(
     model: torch.nn.Module,
     tokenizer,
     method: str,
-    target: Any,
-    all_targets: bool,
-    top_k: int | None,
-    options: dict[str, Any],
-    batch_size: int,
-    max_length: int | None,
+    *,
+    target: Any = None,
+    all_targets: bool = False,
+    top_k: int | None = None,
+    options: dict[str, Any] | None = None,
+    batch_size: int = 16,
+    max_length: int | None = None,
 ) -> Job:
     """Word scores of each text by `method`: one row per text, or per class with `all_targets` / `top_k`."""
-    from explainers import ExplainerInputError, explain, get_explainer
-    from explainers.targets import class_index
-
-    # Every choice a user can get wrong is checked here, before the first shard.
-    get_explainer(model, tokenizer, method).check_options(dict(options))
-    id2label = {int(k): v for k, v in model.config.id2label.items()}
-    for part in target if isinstance(target, tuple) else (target,):
-        if part is not None:
-            class_index(part, id2label)
-    if sum((target is not None, all_targets, top_k is not None)) > 1:
-        raise CorpusError("Give at most one of target, all_targets and top_k.")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise CorpusError(f"top_k={top_k!r}: give a number of classes, at least 1.")
+    options = dict(options or {})
+    # Every choice a user can get wrong is checked here, by the explainers' own rules, before the first shard.
+    explainer = get_explainer(model, tokenizer, method)
+    explainer.check_options(dict(options))
+    labels = class_names(model.config)
+    check_target_choice(target, "all" if all_targets else None, top_k, len(labels), error=CorpusError)
+    if target is not None:
+        # Resolved once against a stand-in prediction: unknown labels, a pair for a method that takes none, ...
+        resolve_targets(
+            target, torch.zeros(1, dtype=torch.long), dict(enumerate(labels)), explainer.allows_contrast, method
+        )
+    check_count(batch_size, "batch_size", "rows", error=CorpusError)
+    check_max_length(max_length, model, tokenizer, error=CorpusError)
     features = dict(EXPLANATION_FEATURES)
     if isinstance(target, tuple):
         features["contrast_label"] = datasets.Value("string")
     if all_targets or top_k is not None:
         features["rank"] = datasets.Value("int64")
-    check_sizes(model, tokenizer, batch_size, max_length)
     request = {
         "method": method,
         "target": target,
@@ -296,22 +325,21 @@ def explain_job(
         **options,
     }
 
+    # A method that scores every class (label attention) keeps a classes × words matrix in each explanation until
+    # `explanation_row` drops it: texts go to `explain` in chunks of at most CLASS_ROWS_PER_CALL (text, class)
+    # pairs, so that a shard's memory does not grow with its rows × classes (1,918 classes, top 3: 1.2 GB for 400
+    # texts at once). A model with few classes explains a whole shard in one call.
+    per_text = len(labels) if all_targets else (top_k or 1)
+    chunk = max(batch_size, CLASS_ROWS_PER_CALL // (per_text * len(labels)))
+
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
-        try:
-            results = explain(model, tokenizer, texts, **request)
-        except ExplainerInputError:
-            # A text the batch cannot take (say, one no token of which the model knows): explain each alone, so
-            # that only that row carries the error.
-            return [_explain_alone(text) for text in texts]
-        return [_rows(result) for result in results]
+        return [
+            rows(result)
+            for start in range(0, len(texts), chunk)
+            for result in explain(model, tokenizer, texts[start : start + chunk], **request)
+        ]
 
-    def _explain_alone(text: TextInput) -> list[dict[str, Any]]:
-        try:
-            return _rows(explain(model, tokenizer, [text], **request)[0])
-        except ExplainerInputError as error:
-            return [{"error": str(error)}]
-
-    def _rows(result) -> list[dict[str, Any]]:
+    def rows(result) -> list[dict[str, Any]]:
         if not isinstance(result, list):
             return [explanation_row(result, features)]
         if all_targets:
@@ -330,7 +358,7 @@ def explain_job(
         "top_k": top_k,
         "max_length": max_length,
     }
-    return Job(settings, datasets.Features(features), compute)
+    return Job(model, tokenizer, max_length, settings, datasets.Features(features), compute)
 
 
 def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:
@@ -340,120 +368,13 @@ def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:
     return {name: record.get(name) for name in features}
 
 
-# --------------------------------------------------------------------------------------------------- the folder
-
-
-class ShardFolder:
-    """The output folder of a corpus run: `run.json` (the settings) and `00000.arrow`, `00001.arrow`, ..."""
-
-    def __init__(self, path: Path, num_shards: int = 0):
-        self.path = Path(path)
-        self.num_shards = num_shards
-
-    @property
-    def input_file(self) -> Path:
-        """Where an iterable input is written, to be read in shards like a `datasets.Dataset`."""
-        return self.path / "input.arrow"
-
-    @property
-    def settings_file(self) -> Path:
-        return self.path / SETTINGS_FILE
-
-    def shard(self, index: int) -> Path:
-        return self.path / f"{index:05d}{SHARD_SUFFIX}"
-
-    def own_files(self) -> list[Path]:
-        """The files a run writes here (what --overwrite may delete): the settings, shards, unfinished shards and
-        the scratch copy of an iterable input."""
-        if not self.path.is_dir():
-            return []
-        return sorted(
-            p
-            for p in self.path.iterdir()
-            if p.is_file()
-            and (
-                p.name in (SETTINGS_FILE, "input.arrow", "input.arrow.tmp")
-                or (p.name[:5].isdigit() and (p.name.endswith(SHARD_SUFFIX) or ".tmp-" in p.name))
-            )
-        )
-
-    def check_owned(self, protected: list[Path]) -> None:
-        """Refuse a folder that holds files no corpus run wrote, or would hold or replace a file the run reads."""
-        for path in protected:
-            path = Path(path).resolve()
-            if path == self.path.resolve() or self.path.resolve() in path.parents:
-                raise CorpusError(f"The output folder {self.path} holds the input {path}: choose another output.")
-        if not self.path.exists():
-            return
-        if not self.path.is_dir():
-            raise CorpusError(f"{self.path} is a file, not a folder: choose another output.")
-        foreign = sorted({p.name for p in self.path.iterdir()} - {p.name for p in self.own_files()})
-        if foreign:
-            raise CorpusError(
-                f"{self.path} holds files that are not a corpus run's ({', '.join(foreign[:5])}): choose a new or "
-                "empty folder; --overwrite never deletes them."
-            )
-
-    def check_settings(self, settings: dict[str, Any], overwrite: bool) -> None:
-        """Refuse a folder holding the results of a run with other settings, unless `overwrite`. Reads only:
-        every process calls it, so that all refuse together."""
-        if overwrite or not self.settings_file.exists():
-            return
-        recorded = json.loads(self.settings_file.read_text(encoding="utf-8"))
-        wanted = json.loads(json.dumps(settings))
-        differences = [
-            f"{key}: {recorded.get(key)!r} there, {wanted.get(key)!r} now"
-            for key in sorted(set(recorded) | set(wanted))
-            if recorded.get(key) != wanted.get(key)
-        ]
-        if differences:
-            raise CorpusError(
-                f"{self.path} holds the results of another run ({'; '.join(differences)}). Pass --overwrite "
-                "(overwrite=True) to replace them, or choose another output."
-            )
-
-    def prepare(self, settings: dict[str, Any], overwrite: bool) -> None:
-        """Main process only: empty the folder of its own files when overwriting, drop unfinished shards of a
-        killed run, and record the settings."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        for path in self.own_files():
-            if (overwrite and path.name not in ("input.arrow",)) or ".tmp-" in path.name:
-                path.unlink()
-        self.settings_file.write_text(json.dumps(settings, indent=1, ensure_ascii=False), encoding="utf-8")
-
-    def pending(self) -> list[int]:
-        return [i for i in range(self.num_shards) if not self.shard(i).exists()]
-
-    def finished(self) -> int:
-        return sum(self.shard(i).exists() for i in range(self.num_shards))
-
-    def write(self, index: int, table: pa.Table) -> None:
-        """Write a shard under a temporary name, then rename it: a shard file that exists is complete."""
-        # Named by process id: two processes never write one temporary file, even two runs started side by side.
-        temporary = self.path / f"{index:05d}.tmp-{os.getpid()}"
-        with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        os.replace(temporary, self.shard(index))
-
-    def dataset(self) -> datasets.Dataset:
-        """The shards in order, memory-mapped, as one `datasets.Dataset`."""
-        missing = [i for i in range(self.num_shards) if not self.shard(i).exists()]
-        if missing:
-            raise CorpusError(
-                f"{len(missing)} shard(s) of {self.path} are missing (first {missing[0]}) after every process "
-                "finished: on several machines the output folder must be on a file system they all share."
-            )
-        return datasets.concatenate_datasets(
-            [datasets.Dataset.from_file(str(self.shard(i))) for i in range(self.num_shards)]
-        )
-
-
 # --------------------------------------------------------------------------------------------------- the run
 
 
 @dataclass
 class CorpusReport:
-    """What a corpus run did: the rows, the shards computed here and skipped as already finished, the time."""
+    """What a corpus run did: the rows, the error rows, the shards computed here and skipped as already finished,
+    the time."""
 
     dataset: datasets.Dataset
     folder: Path
@@ -462,6 +383,12 @@ class CorpusReport:
     shards_skipped: int
     seconds: float
     processes: int
+
+    def errors(self) -> tuple[int, str | None]:
+        """The number of output rows with an error, and the first one's message (which names its row)."""
+        column = self.dataset.data.column("error")
+        count = len(column) - column.null_count
+        return count, column.filter(pc.is_valid(column))[0].as_py() if count else None
 
     def summary(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else float("inf")
@@ -472,37 +399,19 @@ class CorpusReport:
         )
 
 
-def run_job(
-    job: Job,
-    model: torch.nn.Module,
-    data: datasets.Dataset | Iterable[TextInput],
-    output_dir: str | Path | None,
-    text_column: str,
-    text_pair_column: str | None,
-    id_column: str | None,
-    shard_size: int,
-    overwrite: bool,
-    progress: bool,
-    protected: Iterable[Path] = (),
-) -> CorpusReport:
-    """Run `job` over `data` shard by shard, in the processes of `accelerate launch` (or this one alone).
-
-    `protected`: files the run reads (the input file), which the output folder must neither hold nor replace.
-    """
-    from accelerate import PartialState
-    from accelerate.utils import parse_flag_from_env
-
-    # PartialState: the process layout of `accelerate launch` without Accelerator's training machinery. It reads
-    # ACCELERATE_USE_CPU only when told to: without it two CPU processes would each run alone on every row.
-    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise CorpusError(f"shard_size={shard_size!r}: give a number of rows, at least 1.")
+def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: CorpusOptions) -> CorpusReport:
+    """Run `job` over `data` shard by shard, in the processes of `accelerate launch` (or this one alone). Every
+    check is made before the output folder is touched (but for an iterable's copy there, which is read back)."""
+    state = process_state()
+    check_count(options.shard_size, "shard_size", "rows", error=CorpusError)
+    output_dir = options.output_dir
     if output_dir is None:
         if state.num_processes > 1:
             raise CorpusError("Several processes need one output folder they all write to: pass output_dir.")
         output_dir = tempfile.mkdtemp(prefix="labelattn-corpus-")
     folder = ShardFolder(Path(output_dir))
-    folder.check_owned(list(protected))
+    folder.check_usable(list(options.protected))
+    text_column, text_pair_column = options.text_column, options.text_pair_column
     if isinstance(data, datasets.Dataset):
         dataset = data
     else:
@@ -513,30 +422,32 @@ def run_job(
         state.wait_for_everyone()
         dataset = read_iterable(folder.input_file)
         text_column, text_pair_column = "text", "text_pair" if "text_pair" in dataset.column_names else None
-    check_columns(dataset, text_column, text_pair_column, id_column)
+    check_columns(dataset, text_column, text_pair_column, options.id_column)
     check_result_columns(dataset, job)
-    settings = {
-        **job.settings,
-        "model": model_identity(model),
-        "text_column": text_column,
-        "text_pair_column": text_pair_column,
-        "shard_size": shard_size,
-        "input": {"rows": len(dataset), "fingerprint": fingerprint(dataset)},
-    }
+    job.check_length(pairs=text_pair_column is not None)
     if not len(dataset):
         raise CorpusError("The data holds no rows.")
+    settings = {
+        **job.settings,
+        "model": model_identity(job.model),
+        "text_column": text_column,
+        "text_pair_column": text_pair_column,
+        "shard_size": options.shard_size,
+        "input": {"rows": len(dataset), "fingerprint": fingerprint(dataset)},
+    }
+    shard_size = options.shard_size
     folder.num_shards = math.ceil(len(dataset) / shard_size)
-    folder.check_settings(settings, overwrite)  # every process: all refuse together, before any write
+    folder.check_settings(settings, options.overwrite)  # every process: all refuse together, before any write
     state.wait_for_everyone()
     if state.is_main_process:
-        folder.prepare(settings, overwrite)
+        folder.prepare(settings, options.overwrite)
     state.wait_for_everyone()
     pending = folder.pending()
     state.wait_for_everyone()  # every process has listed the shards before any is written
 
     start = time.perf_counter()
     bar = None
-    if progress and state.is_main_process:
+    if options.progress and state.is_main_process:
         from tqdm.auto import tqdm
 
         done = (folder.num_shards - len(pending)) * shard_size
@@ -545,7 +456,7 @@ def run_job(
     with state.split_between_processes(pending) as mine:
         for index in mine:
             rows = table[index * shard_size : (index + 1) * shard_size]
-            shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, id_column)
+            shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, options.id_column)
             folder.write(index, shard)
             if bar is not None:
                 # The shards finished in the shared folder: the progress of every process, not only this one.
@@ -578,18 +489,24 @@ def shard_table(
     job: Job, rows: pa.Table, first_row: int, text_column: str, text_pair_column: str | None, id_column: str | None
 ) -> pa.Table:
     """One shard's output: `row` (the input's row number), the id column, the input's other columns, the results,
-    and `error` (null unless the row could not be read). A row with several results (one per class) repeats its
-    input columns."""
+    and `error` (null unless the row could not be read: why, naming the row and its id). A row with several
+    results (one per class) repeats its input columns."""
     texts = read_texts(rows, text_column, text_pair_column)
-    errors = [text_error(text) for text in texts]
-    valid = [i for i, error in enumerate(errors) if error is None]
+    ids = rows.column(id_column).to_pylist() if id_column else None
+
+    def row_name(i: int) -> str:
+        return f"row {first_row + i}" + (f" ({id_column} {ids[i]!r})" if ids is not None else "")
+
+    problems = [input_problem(text) for text in texts]
+    valid = [i for i, problem in enumerate(problems) if problem is None]
     with warnings.catch_warnings():
         # Truncation is a column of the output, not a warning per row.
         warnings.filterwarnings("ignore", message=".*longer than .* tokens")
-        computed = iter(job.compute([texts[i] for i in valid]) if valid else [])
+        computed = iter(compute_rows(job, [texts[i] for i in valid]) if valid else [])
     take, results = [], []
-    for i, error in enumerate(errors):
-        for result in [{"error": error}] if error is not None else next(computed):
+    for i, problem in enumerate(problems):
+        outcome = f"{subject(texts[i])} {problem}" if problem is not None else next(computed)
+        for result in [{"error": f"{row_name(i)}: {outcome}"}] if isinstance(outcome, str) else outcome:
             take.append(i)
             results.append(result)
     features = datasets.Features({**job.features, "error": datasets.Value("string")})
@@ -604,45 +521,49 @@ def shard_table(
     return pa.table(columns)
 
 
+def compute_rows(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] | str]:
+    """`job.compute(texts)`, with each text the explainers refuse (say, one that gives no token the model knows)
+    replaced by the reason: the texts are halved until each refused one is alone, so that one bad text costs a
+    few tokenizations of its shard, and every other text is computed.
+
+    A refusal that is not about its text (about the model or the tokenizer) is raised: it would refuse every row.
+    """
+    try:
+        return job.compute(texts)
+    except ExplainerInputError as error:
+        if len(texts) > 1:
+            half = len(texts) // 2
+            return compute_rows(job, texts[:half]) + compute_rows(job, texts[half:])
+        message = str(error)
+        if not message.startswith(FIRST_TEXT):
+            raise
+        return [f"{subject(texts[0])} {message[len(FIRST_TEXT) :]}"]
+
+
 # --------------------------------------------------------------------------------------------------- public API
 
 
 def predict_dataset(
-    model: torch.nn.Module,
-    tokenizer,
-    data: datasets.Dataset | Iterable[TextInput],
-    output_dir: str | Path | None = None,
-    text_column: str = "text",
-    text_pair_column: str | None = None,
-    id_column: str | None = None,
-    threshold: float | None = None,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    shard_size: int = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool = True,
+    model: torch.nn.Module, tokenizer, data: datasets.Dataset | Iterable[TextInput], **arguments: Any
 ) -> datasets.Dataset:
     """The predicted label and every class probability of each row of `data`, in its order, its columns kept.
 
     Args:
         data: a `datasets.Dataset` (its `text_column`, and `text_pair_column` for pairs), or an iterable of texts
             or `(text, text_pair)` tuples.
-        output_dir: the folder of the shards and `run.json`; a run there with the same settings is resumed.
-            Default: a new temporary folder (one process only).
-        threshold: multi-label models only: the probability from which a label is predicted (default 0.5).
-        max_length: longest input in tokens (default: all the model reads); longer texts are marked `truncated`.
-        shard_size: rows per shard, the unit of work, of resuming and of the split across processes.
-        overwrite: replace a folder's results of other settings (only its own files are deleted).
+        arguments: by keyword, what to compute (`predict_job`'s): `threshold` (multi-label models only: the
+            probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
+            (longest input in tokens, default all the model reads; longer texts are marked `truncated`); and
+            where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
+            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
         a list, for a multi-label model), `probability` of the predicted class, `prob_<label>` for every class,
-        `truncated`, and `error` (why a row's text could not be read, else None).
+        `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
     """
-    job = predict_job(model, tokenizer, batch_size, max_length, threshold)
-    return run_job(
-        job, model, data, output_dir, text_column, text_pair_column, id_column, shard_size, overwrite, progress
-    ).dataset
+    options, request = split_arguments(arguments)
+    return run_job(predict_job(model, tokenizer, **request), data, options).dataset
 
 
 def explain_dataset(
@@ -650,28 +571,16 @@ def explain_dataset(
     tokenizer,
     data: datasets.Dataset | Iterable[TextInput],
     method: str = "integrated_gradients",
-    output_dir: str | Path | None = None,
-    target: Any = None,
-    all_targets: bool = False,
-    top_k: int | None = None,
-    options: dict[str, Any] | None = None,
-    text_column: str = "text",
-    text_pair_column: str | None = None,
-    id_column: str | None = None,
-    batch_size: int = 16,
-    max_length: int | None = None,
-    shard_size: int = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool = True,
+    **arguments: Any,
 ) -> datasets.Dataset:
     """The explanation of each row of `data` by `method`, in its order, its columns kept.
 
     Args:
-        target: None (the predicted class), a class index or label name, or a pair `(a, b)` ("a rather than b").
-        all_targets: one row per class of each text (with its `rank` by probability).
-        top_k: one row for each of the k most probable classes of each text (`rank` 1 the most probable).
-        options: the method's options, e.g. `{"n_steps": 64}`.
-        Other arguments as in `predict_dataset`.
+        arguments: by keyword, what to explain (`explain_job`'s): `target` (None, the predicted class; a class
+            index or label name; or a pair `(a, b)`, "a rather than b"), `all_targets` (one row per class of each
+            text, with its `rank` by probability), `top_k` (one row for each of the k most probable classes, `rank`
+            1 the most probable), `options` (the method's, e.g. `{"n_steps": 64}`), `batch_size` (default 16),
+            `max_length`; and `CorpusOptions`'s, as in `predict_dataset`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `target`, `target_label`, `probability`,
@@ -679,21 +588,15 @@ def explain_dataset(
         `extras` (the method's other diagnostics as JSON, e.g. IG's `n_steps`), `truncated`, `error`; and
         `word_segments` for pairs, `contrast_label` for a pair target, `rank` with `all_targets` / `top_k`.
     """
-    options = dict(options or {})
-    job = explain_job(
-        model,
-        tokenizer,
-        method,
-        target,
-        all_targets,
-        top_k,
-        options,
-        batch_size,
-        max_length,
-    )
-    return run_job(
-        job, model, data, output_dir, text_column, text_pair_column, id_column, shard_size, overwrite, progress
-    ).dataset
+    options, request = split_arguments(arguments)
+    return run_job(explain_job(model, tokenizer, method, **request), data, options).dataset
+
+
+def split_arguments(arguments: dict[str, Any]) -> tuple[CorpusOptions, dict[str, Any]]:
+    """Keyword arguments split into the corpus options (the fields of `CorpusOptions`) and the job's own."""
+    names = {field.name for field in dataclasses.fields(CorpusOptions)}
+    corpus = {name: value for name, value in arguments.items() if name in names}
+    return CorpusOptions(**corpus), {name: value for name, value in arguments.items() if name not in names}
 
 
 # --------------------------------------------------------------------------------------------------- files
@@ -714,22 +617,19 @@ def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     # A name of this process's own: a second run writing the same output cannot interleave with this one.
     temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    table = dataset.with_format("arrow")
-    batches = (table[start : start + batch_rows] for start in range(0, len(dataset), batch_rows))
     if suffix == ".parquet":
+        table = dataset.with_format("arrow")
         with pq.ParquetWriter(temporary, dataset.features.arrow_schema) as writer:
-            for batch in batches:
-                writer.write_table(batch.cast(dataset.features.arrow_schema))
+            for start in range(0, len(dataset), batch_rows):
+                writer.write_table(table[start : start + batch_rows].cast(dataset.features.arrow_schema))
     else:
         with temporary.open("w", encoding="utf-8", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=dataset.column_names) if suffix == ".csv" else None
             if writer is not None:
                 writer.writeheader()
-            for batch in batches:
-                columns = [python_values(batch.column(name)) for name in batch.column_names]
-                for row in (
-                    dict(zip(batch.column_names, values, strict=True)) for values in zip(*columns, strict=True)
-                ):
+            # Decoded by `datasets`: a column of mixed types (`Json`) is written as its values, not as JSON texts.
+            for batch in dataset.with_format(None).iter(batch_size=batch_rows):
+                for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
                     if writer is None:
                         handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                     else:

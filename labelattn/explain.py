@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import DEFAULT_MODEL_DIR
-from .predict import DATA_HELP, add_corpus_arguments
+from .arguments import add_model_arguments, add_option_argument
+from .corpus_command import DATA_HELP, add_corpus_arguments
 
 if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
     from explainers import Explanation
@@ -56,15 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--all-targets", action="store_true", help="explain every class of each text")
     parser.add_argument("--top-k", type=int, metavar="K", help="explain the K most probable classes of each text")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an option of the method, VALUE as JSON, e.g. n_steps=50, baseline=zero, tolerance=null (repeatable)",
-    )
+    add_option_argument(parser)
     parser.add_argument("--batch-size", type=int, default=16, help="texts explained together (default 16)")
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write the explanations as an HTML page")
+    add_model_arguments(parser)
     corpus = parser.add_argument_group("a whole corpus (--data)")
     corpus.add_argument("--data", metavar="DATA", help=f"explain every row of DATA instead of TEXTs: {DATA_HELP}")
     add_corpus_arguments(corpus, default_output="outputs/explanations/<data>-<method>.parquet")
@@ -118,8 +114,6 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Mistakes the arguments alone show, before the model loads."""
     if args.contrast is not None and args.target is None:
         raise ValueError("--contrast needs --target: explain --target A --contrast B, 'why A rather than B'.")
-    if sum((args.target is not None, args.all_targets, args.top_k is not None)) > 1:
-        raise ValueError("Give one of --target, --all-targets and --top-k.")
     if args.data is not None:
         if args.texts or args.examples or args.pair or args.html:
             raise ValueError("--data explains a corpus: drop the TEXTs, --pair, --examples and --html.")
@@ -155,11 +149,13 @@ def run(args: argparse.Namespace) -> int:
             f"No model folder at {args.model}: give a model first (then the texts), or train the default one with "
             f"`labelattn train --output-dir {DEFAULT_MODEL_DIR}`."
         )
-    from explainers import explain, load_classifier
+    from explainers import explain
+
+    from .arguments import classifier_from_arguments
 
     texts = list(zip(args.texts, args.pair, strict=True)) if args.pair else list(args.texts)
     texts += example_texts(args.examples) if args.examples else []
-    model, tokenizer = load_classifier(args.model)
+    model, tokenizer = classifier_from_arguments(args)
     asked = request(args)
     results = explain(
         model,
@@ -187,10 +183,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
-    from accelerate import PartialState
-
     from .corpus import check_columns, explain_job
-    from .predict import check_output, load_corpus, model_and_tokenizer, output_path, run_to_file
+    from .corpus_command import check_output, load_corpus, model_and_tokenizer, output_path, run_to_file
+    from .processes import process_state
     from .summarize import write_summary
 
     output = output_path(args, "explanations", f"-{args.method}")
@@ -198,20 +193,20 @@ def run_corpus(args: argparse.Namespace) -> int:
     asked = request(args)
     dataset = load_corpus(args.data, args.split)
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
-    model, tokenizer = model_and_tokenizer(args.model)
+    model, tokenizer = model_and_tokenizer(args)
     job = explain_job(
         model,
         tokenizer,
         args.method,
-        asked["target"],
-        args.all_targets,
-        args.top_k,
-        asked["options"],
-        args.batch_size,
-        args.max_length,
+        target=asked["target"],
+        all_targets=args.all_targets,
+        top_k=args.top_k,
+        options=asked["options"],
+        batch_size=args.batch_size,
+        max_length=args.max_length,
     )
-    report = run_to_file(job, model, dataset, output, args)
-    if args.summary and PartialState().is_main_process:
+    report = run_to_file(job, dataset, output, args)
+    if args.summary and process_state().is_main_process:
         folder = write_summary(report.dataset, output.with_name(output.name + ".summary"))
         print(f"labelattn: wrote the corpus summary to {folder}", file=sys.stderr)
     return 0

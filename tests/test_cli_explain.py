@@ -1,6 +1,7 @@
 """`labelattn explain` for a few texts: any text classifier, pairs, JSON options, and one clear line (exit code 2,
 no traceback) for every way a model folder can be broken."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,45 @@ def test_a_broken_model_folder_is_one_clear_line(broken, how, message, capsys):
     # The corpus mode loads the same way.
     assert main(["explain", str(broken), "--data", "trec", "--output", str(broken.parent / "o.parquet")]) == 2
     assert message in capsys.readouterr().err
+
+
+CUSTOM_CONFIG = """from transformers import BertConfig
+
+
+class CustomConfig(BertConfig):
+    model_type = "custom-bert"
+"""
+CUSTOM_MODEL = """from transformers import BertForSequenceClassification
+
+from .configuration_custom import CustomConfig
+
+
+class CustomClassifier(BertForSequenceClassification):
+    config_class = CustomConfig
+"""
+
+
+def test_a_model_with_its_own_code_loads_with_trust_remote_code(broken, tmp_path, capsys):
+    (broken / "configuration_custom.py").write_text(CUSTOM_CONFIG)
+    (broken / "modeling_custom.py").write_text(CUSTOM_MODEL)
+    config = json.loads((broken / "config.json").read_text())
+    config.update(
+        model_type="custom-bert",
+        architectures=["CustomClassifier"],
+        auto_map={
+            "AutoConfig": "configuration_custom.CustomConfig",
+            "AutoModelForSequenceClassification": "modeling_custom.CustomClassifier",
+        },
+    )
+    (broken / "config.json").write_text(json.dumps(config))
+    data = tmp_path / "data.csv"
+    data.write_text("text\nwho wrote hamlet ?\nwhere is the moon ?\n")
+    predict = ["predict", str(broken), str(data), "--output", str(tmp_path / "p.jsonl"), "--no-progress"]
+    assert main(predict) == 2
+    err = capsys.readouterr().err
+    # Advice the command line can follow: its own flags.
+    assert "--trust-remote-code" in err and "--revision COMMIT" in err and "Traceback" not in err
+    assert main([*predict, "--trust-remote-code"]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 2
+    assert main(["explain", str(broken), "who wrote hamlet ?", "--method", "saliency", "--trust-remote-code"]) == 0
+    assert "hamlet" in capsys.readouterr().out

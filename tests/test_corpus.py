@@ -4,6 +4,7 @@ run's folder, never deleting the input, and two processes giving the rows of one
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 from explainers import explain
 from labelattn.cli import main
 from labelattn.corpus import CorpusError, explain_dataset, predict_dataset, save
+from labelattn.shards import ShardFolder
 from labelattn.summarize import corpus_statistics, write_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +91,8 @@ def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokeniz
     out = predict_dataset(
         model, tokenizer, data, output_dir=tmp_path / "p", shard_size=4, max_length=16, progress=False
     ).to_dict()
-    assert out["error"] == [None, "the text is empty", "the text is empty", "the text is missing", None, None]
+    empty = "the text is empty or only whitespace"
+    assert out["error"] == [None, f"row 1: {empty}", f"row 2: {empty}", "row 3: the text is missing", None, None]
     assert out["truncated"] == [False, None, None, None, True, False]
     assert out["predicted_label"][1] is None and out["predicted_label"][4] is not None
     explained = explain_dataset(
@@ -107,7 +110,7 @@ def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokeniz
     # Every class of each text, in class order, with its rank by probability; the number row gets one error row.
     assert out["row"] == [0, 0, 0, 1, 1, 1, 2, 3, 3, 3]
     assert out["target"] == [0, 1, 2, 0, 1, 2, None, 0, 1, 2]
-    assert out["error"][6] == "the text is missing"
+    assert out["error"][6] == "row 2: the text is missing"
     for row in (0, 1, 3):
         probs = [p for r, p in zip(out["row"], out["probability"], strict=True) if r == row]
         ranks = [k for r, k in zip(out["row"], out["rank"], strict=True) if r == row]
@@ -127,14 +130,16 @@ def test_pairs_are_explained_over_both_segments(model, tokenizer):
     assert segments == [0, 0, 0, 1, 1, 1]
     pair = (out["text"][0], out["hypothesis"][0])
     assert [pair[g][s:e] for g, (s, e) in zip(segments, spans, strict=True)] == out["words"][0]
-    assert out["error"] == [None, "the text pair is empty"]
+    assert out["error"] == [None, "row 1: the pair has a second text that is empty or only whitespace"]
 
 
-def test_integrated_gradients_rows_carry_their_diagnostics(model, tokenizer, tmp_path):
+def test_integrated_gradients_rows_carry_their_diagnostics_and_output(model, tokenizer, tmp_path):
     out = explain_dataset(model, tokenizer, corpus(6), method="integrated_gradients", progress=False)
-    for row in out:
+    explained = explain(model, tokenizer, list(out["text"]), method="integrated_gradients")
+    for row, exp in zip(out, explained, strict=True):
         assert abs(sum(row["scores"]) - (row["score"] - row["baseline_score"])) <= abs(row["delta"]) + 1e-5
         assert json.loads(row["extras"])["n_steps"] >= 9  # the adaptive rule starts from 9 nodes
+        assert row["output"] == exp.output is not None  # what the scores explain, as the explanation says
 
 
 def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
@@ -153,6 +158,10 @@ def test_wrong_requests_are_refused_before_any_work(model, tokenizer, tmp_path):
         predict_dataset(model, tokenizer, data, output_dir=tmp_path / "a", max_length=100_000, progress=False)
     with pytest.raises(CorpusError, match=r"datasets.Dataset"):
         predict_dataset(model, tokenizer, "just one string", progress=False)
+    # Long enough for a text, too short for a pair (special tokens and a word of each segment).
+    pairs = datasets.Dataset.from_dict({"text": ["a man plays"], "hypothesis": ["someone makes music"]})
+    with pytest.raises(CorpusError, match=r"max_length=4: give a number of tokens from 5"):
+        predict_dataset(model, tokenizer, pairs, output_dir=tmp_path / "a", text_pair_column="hypothesis", max_length=4)
     assert not any((tmp_path / name).exists() for name in "ab")
 
 
@@ -240,7 +249,26 @@ def test_cli_predict_and_explain_with_id_column_and_summary(saved_model, tmp_pat
     assert cli("predict", saved_model, tmp_path / "none.csv", "--no-progress") == 2
     assert cli("predict", saved_model, data, "--text-column", "body", "--output", tmp_path / "b.csv") == 2
     assert cli("predict", saved_model, data, "--output", data, "--overwrite") == 2
+    (tmp_path / "link.csv").symlink_to(data)
+    assert cli("predict", saved_model, data, "--output", tmp_path / "link.csv", "--overwrite") == 2
+    assert cli("predict", saved_model, data, "--output", data / "out.csv") == 2  # a folder that is a file
     assert data.stat().st_size > 0
+
+
+def test_an_interrupted_command_or_a_system_error_is_one_line(monkeypatch, capsys, saved_model, tmp_path):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("labelattn.predict.run", interrupted)
+    assert cli("predict", saved_model, "data.csv") == 130
+    assert capsys.readouterr().err == "labelattn predict: interrupted; what was finished is kept\n"
+
+    def disk_full(args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("labelattn.predict.run", disk_full)
+    assert cli("predict", saved_model, "data.csv") == 2
+    assert capsys.readouterr().err == "labelattn predict: error: [Errno 28] No space left on device\n"
 
 
 def test_overwrite_never_deletes_the_input(saved_model, tmp_path):
@@ -373,29 +401,276 @@ def test_two_processes_give_the_rows_of_one(saved_model, tmp_path):
     assert pq.read_table(tmp_path / "two.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
 
 
-# --- columns of mixed types (issue 20.1) ------------------------------------------------------------------
+# --- hostile input: issue 20 ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
-def test_a_number_among_jsonl_texts_is_that_rows_error_alone(saved_model, tmp_path, suffix):
-    """One row with `"text": 1984` (and a dict among the numbers of a pass-through column): that row is an error
-    row, every other row is predicted as in a file without it, and every value comes back as it was written."""
-    texts, _ = planted_texts(20, seed=3)
-    rows = [{"id": i, "text": text, "n": {"a": 1} if i == 0 else i} for i, text in enumerate(texts)]
-    mixed, clean = tmp_path / "mixed.jsonl", tmp_path / "clean.jsonl"
-    mixed.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"id": 20, "text": 1984, "n": 1}]))
-    clean.write_text("".join(json.dumps({**r, "n": str(r["n"])}) + "\n" for r in rows))
-    for source in (mixed, clean):
-        out = tmp_path / f"out-{source.stem}{suffix}"
-        assert cli("predict", saved_model, source, "--output", out, "--no-progress") == 0
-    got = datasets.load_dataset(
-        suffix.lstrip(".").replace("jsonl", "json"), data_files=str(tmp_path / f"out-mixed{suffix}"), split="train"
-    ).to_list()
-    expected = datasets.load_dataset(
-        suffix.lstrip(".").replace("jsonl", "json"), data_files=str(tmp_path / f"out-clean{suffix}"), split="train"
-    ).to_list()
-    assert [r["text"] for r in got[:20]] == texts
-    assert [r["predicted_label"] for r in got[:20]] == [r["predicted_label"] for r in expected]
-    assert got[20]["error"] == "the text is a int, not a string" and got[20]["predicted_label"] is None
-    if suffix != ".csv":  # CSV holds strings only
-        assert [r["n"] for r in got] == [{"a": 1}, *range(1, 20), 1]
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# A zero-width space, the replacement character and control characters: texts, but none gives a token.
+NO_TOKEN = ["\u200b", "\ufffd", "\x01\x02"]
+
+
+def test_a_text_without_a_known_token_is_an_error_row_that_names_its_row(saved_model, tmp_path):
+    rows = corpus(12).to_dict()
+    for i, text in zip((4, 9, 10), NO_TOKEN, strict=True):
+        rows["text"][i] = text
+    data = tmp_path / "data.csv"
+    datasets.Dataset.from_dict(rows).to_csv(data, index=False)
+    clean = tmp_path / "clean.csv"
+    datasets.Dataset.from_dict(rows).select([i for i in range(12) if i not in (4, 9, 10)]).to_csv(clean, index=False)
+    for task in ("predict", "explain"):
+        outputs = {}
+        for name, source in (("all", data), ("clean", clean)):
+            output = tmp_path / f"{task}-{name}.jsonl"
+            args = (
+                [saved_model, source] if task == "predict" else [saved_model, "--data", source, "--method", "saliency"]
+            )
+            assert (
+                cli(task, *args, "--id-column", "ticket", "--shard-size", "5", "--output", output, "--no-progress") == 0
+            )
+            outputs[name] = read_rows(output)
+        got = outputs["all"]
+        assert [r["row"] for r in got] == list(range(12))
+        for i in (4, 9, 10):
+            assert got[i]["error"].startswith(f"row {i} (ticket 't{i}'): the text (")
+            assert got[i]["error"].endswith("gives no token the model knows.")
+        # Every other row is computed, as without the bad rows (in other batches: float32 rounding apart).
+        good = [r for r in got if r["error"] is None]
+        assert len(good) == 9
+        for row, alone in zip(good, outputs["clean"], strict=True):
+            for key, value in alone.items():
+                if key == "row":
+                    continue
+                if isinstance(value, float) or key == "scores":
+                    assert row[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+                else:
+                    assert row[key] == value, key
+
+
+def test_a_label_map_that_would_mislabel_classes_is_refused_before_any_output(saved_model, tokenizer, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(saved_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"], config["label2id"] = {"0": "A", "1": "A", "2": "B"}, {"A": 1, "B": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    data = write_csv(tmp_path / "data.csv", 4)
+    assert cli("predict", folder, data, "--output", tmp_path / "p.csv", "--no-progress") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "model"]
+    # A model built in Python, not loaded: the same rule.
+    model = make_model("embedding", num_labels=3, id2label={0: "A", 1: "A", 2: "B"})
+    with pytest.raises(ValueError, match=r"several classes one name \('A' for classes 0, 1\)"):
+        predict_dataset(model, tokenizer, corpus(3), output_dir=tmp_path / "never", progress=False)
+    assert not (tmp_path / "never").exists()
+
+
+REFUSED = [
+    (["--top-k", "10"], "top_k=10: give a number of classes from 1 to 3"),
+    (["--top-k", "0"], "top_k=0"),
+    (["--target", "class_1", "--contrast", "class_1"], "names class 'class_1' twice"),
+    (["--target", "nope"], "Unknown target label 'nope'"),
+    (["--max-length", "2"], "max_length=2: give a number of tokens from 3"),
+    (["--batch-size", "0"], "batch_size=0"),
+    (["--shard-size", "0"], "shard_size=0"),
+    (["--option", "n_steps=many"], "n_steps='many' has the wrong type"),
+]
+
+
+def test_a_refused_request_leaves_the_output_untouched_and_the_corrected_one_runs(saved_model, tmp_path, capsys):
+    data, output = write_csv(tmp_path / "data.csv", 6), tmp_path / "out.jsonl"
+    base = ["explain", saved_model, "--data", data, "--output", output, "--no-progress"]
+    for wrong, message in REFUSED:
+        method = [] if "--method" in wrong else ["--method", "integrated_gradients"]
+        assert cli(*base, *method, *wrong) == 2, wrong
+        assert message in capsys.readouterr().err, wrong
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"], wrong  # no run.json, no shards
+    assert cli(*base, "--method", "integrated_gradients", "--top-k", "2") == 0
+    assert len(read_rows(output)) == 12
+
+
+def test_a_shard_folder_of_a_run_killed_early_says_what_overwrite_deletes(model, tokenizer, tmp_path):
+    folder = tmp_path / "run"
+    predict_dataset(model, tokenizer, corpus(6), output_dir=folder, shard_size=3, progress=False)
+    for shard in folder.glob("*.arrow"):
+        shard.unlink()
+    with pytest.raises(
+        CorpusError, match=r"another run \(.*task: 'predict' there, 'explain' now; 0 shard\(s\) finished\)"
+    ):
+        explain_dataset(model, tokenizer, corpus(6), method="saliency", output_dir=folder, shard_size=3, progress=False)
+
+
+def test_of_two_runs_started_together_into_one_folder_the_second_is_refused(tmp_path):
+    # Both checked the new folder before either recorded its settings: the second to record them is refused.
+    first, second = ShardFolder(tmp_path / "run"), ShardFolder(tmp_path / "run")
+    for folder in (first, second):
+        folder.check_settings({"task": "predict"}, overwrite=False)
+    first.prepare({"task": "predict"}, overwrite=False)
+    with pytest.raises(CorpusError, match=r"another run \(task: 'predict' there, 'explain' now"):
+        second.prepare({"task": "explain"}, overwrite=False)
+    second.prepare({"task": "predict"}, overwrite=False)  # the same run's settings: resumed
+    assert json.loads(first.settings_file.read_text()) == {"task": "predict"}
+
+
+def test_a_damaged_shard_is_named_and_recomputed_once_deleted(saved_model, tmp_path, capsys):
+    data, output = write_csv(tmp_path / "data.csv", 10), tmp_path / "out.parquet"
+    command = ["predict", saved_model, data, "--output", output, "--shard-size", "4", "--no-progress"]
+    assert cli(*command) == 0
+    whole = pq.read_table(output)
+    shard = output.with_name("out.parquet.shards") / "00001.arrow"
+    shard.write_bytes(shard.read_bytes()[:100])  # cut short, as a full disk or a copy gone wrong leaves it
+    assert cli(*command) == 2
+    assert f"The shard {shard} is damaged" in capsys.readouterr().err
+    shard.unlink()
+    assert cli(*command) == 0
+    assert "1 shard(s) computed, 2 already done" in capsys.readouterr().err
+    assert pq.read_table(output).equals(whole)
+
+
+def bound_by_permissions(command: list[str]) -> list[str]:
+    """`command` as run by a user whom a folder's permission bits stop: root, who writes anywhere, without its
+    power to override them (`setpriv`)."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: nothing here can make a folder that root cannot write")
+    return [shutil.which("setpriv"), "--bounding-set", "-dac_override,-dac_read_search", "--", *command]
+
+
+@pytest.mark.slow
+def test_a_read_only_output_folder_is_refused_in_one_line_before_any_work(saved_model, tmp_path):
+    data, locked = write_csv(tmp_path / "data.csv", 6), tmp_path / "locked"
+    # The shard folder of an earlier run, still writable, in a folder that is not: the output file could not be
+    # written at the end.
+    (locked / "out.parquet.shards").mkdir(parents=True)
+    locked.chmod(0o555)
+    try:
+        for output in (locked / "new" / "out.parquet", locked / "out.parquet"):
+            command = bound_by_permissions(labelattn("predict", saved_model, data, "--output", output, "--no-progress"))
+            done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True)
+            assert done.returncode == 2, done.stderr[-2000:]
+            assert f"Cannot write in {locked} (Permission denied)" in done.stderr and "Traceback" not in done.stderr
+        # The summary of an explanations file, into the same folder.
+        explanations = tmp_path / "e.jsonl"
+        explanations.write_text(json.dumps({"target_label": "a", "words": ["x"], "scores": [1.0], "error": None}))
+        command = bound_by_permissions(labelattn("summarize", explanations, "--output-dir", locked / "summary"))
+        done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 2 and f"Cannot write in {locked} (Permission denied)" in done.stderr
+        assert [p.name for p in locked.iterdir()] == ["out.parquet.shards"]
+        assert not any((locked / "out.parquet.shards").iterdir())
+    finally:
+        locked.chmod(0o755)
+
+
+NOT_EXPLANATIONS = [
+    ("x.jsonl", "", "x.jsonl is empty"),
+    (
+        "x.jsonl",
+        '{"target_label": "a", "words": ["x", "y"], "scores": [1.0], "error": null}\n',
+        "has 2 words and 1 scores",
+    ),
+    ("x.csv", "target_label,words,scores,error\na,x y,1.0,\n", "has words that are not a JSON list ('x y')"),
+    ("x.jsonl", '{"target_label": "a", "words": ["x"], "scores": 1.0, "error": null}\n', "has scores that are a float"),
+    ("x.jsonl", '{"target_label": null, "words": ["x"], "scores": [1.0], "error": null}\n', "neither an error nor"),
+    ("x.jsonl", '{"target_label": "a", "words": [1], "scores": ["high"], "error": null}\n', "not all strings"),
+    ("x.jsonl", '{"target_label": "a", "words": ["x"]}\n{oops\n', "cannot be read as JSON"),
+    (
+        "x.jsonl",
+        '{"predicted_label": "a", "prob_a": 1.0, "error": null}\n',
+        "has no column(s) ['scores', 'target_label', 'words']",
+    ),
+    (
+        "x.jsonl",
+        '{"target_label": "a", "words": ["x"], "scores": [NaN], "error": null}\n'
+        '{"target_label": null, "words": null, "scores": null, "error": "row 1: the text is missing"}\n',
+        "of 2 row(s), 1 have an error and 1 no finite score (NaN or infinite)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), NOT_EXPLANATIONS)
+def test_summarize_says_what_is_wrong_with_a_file_it_did_not_write(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    assert cli("summarize", path) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("labelattn summarize: error:")  # one line, after datasets' progress
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no summary folder
+
+
+def test_a_column_of_mixed_types_is_read_as_given(model, tokenizer, tmp_path):
+    # What `datasets` makes of a JSONL column holding a number among texts: a `Json` column, stored as JSON texts.
+    rows = [
+        {"text": text, "n": n} for text, n in zip(corpus(6)["text"], [{"a": 1}, 2, "x", [3], None, 4.5], strict=True)
+    ]
+    rows[3]["text"] = 1984
+    data = datasets.Dataset.from_list(rows, on_mixed_types="use_json")
+    assert isinstance(data.features["text"], datasets.Json)
+    out = predict_dataset(model, tokenizer, data, output_dir=tmp_path / "p", progress=False)
+    assert out["error"][3] == "row 3: the text is a int, not a str" and out["predicted_label"][3] is None
+    # Every other text is classified as it is, not with its JSON quotes.
+    texts = [rows[i]["text"] for i in (0, 1, 2, 4, 5)]
+    direct = explain(model, tokenizer, texts, method="label_attention")
+    assert [out["probability"][i] for i in (0, 1, 2, 4, 5)] == pytest.approx([e.probability for e in direct], abs=1e-6)
+    explained = explain_dataset(model, tokenizer, data, method="saliency", progress=False)
+    assert [explained["words"][i] for i in (0, 1, 2, 4, 5)] == [e.words for e in direct]
+    # The files hold every value as it was given.
+    for suffix in (".jsonl", ".csv"):
+        path = save(out, tmp_path / f"out{suffix}")
+        if suffix == ".jsonl":
+            written = [(r["text"], r["n"]) for r in read_rows(path)]
+            assert written == [(r["text"], r["n"]) for r in rows]
+        else:
+            written = [(r["text"], r["n"]) for r in datasets.load_dataset("csv", data_files=str(path), split="train")]
+            # A CSV cell is a string; lists and dicts are JSON.
+            assert written[:3] == [(rows[0]["text"], '{"a": 1}'), (rows[1]["text"], "2"), (rows[2]["text"], "x")]
+
+
+def test_a_summary_of_many_classes_stays_readable_and_names_each_class_by_its_word(tmp_path):
+    # 1,918 classes, as ICD-10-CM's categories; class i has 1 to 7 texts, each pushed towards it by its own word.
+    classes = 1918
+    rows = [
+        {"target_label": f"C{i:04d}", "words": ["the", f"kw{i}", "of"], "scores": [0.01, 1.0, -0.02], "error": None}
+        for i in range(classes)
+        for _ in range(1 + i % 7)
+    ]
+    folder = write_summary(datasets.Dataset.from_list(rows), tmp_path / "s", tables=20, plot_classes=12)
+    table = (folder / "summary.md").read_text()
+    assert table.count("\n## C") == 20 and "## The other 1,898 classes" in table
+    # The 20 tables are the classes with the most texts (7 each); every class is named once, by its own word first.
+    assert all(f"## C{i:04d} (7 texts)" in table for i in range(6, 7 * 20, 7))
+    inline = [line for line in table.splitlines() if line.startswith("| C")]
+    assert len(inline) == classes - 20
+    for line in inline:
+        label, _, words = (cell.strip() for cell in line.strip("|").split("|"))
+        assert words.startswith(f"kw{int(label[1:])} (+1.000)")
+    assert len((folder / "summary.csv").read_text().splitlines()) == 1 + 3 * classes  # every word of every class
+    # The plot shows the 12 classes with the most texts, at the size of 12 panels whatever the number of classes.
+    import matplotlib.image
+
+    height = matplotlib.image.imread(folder / "summary.png").shape[0]
+    few = write_summary(datasets.Dataset.from_list(rows[:60]), tmp_path / "few", plot_classes=12)
+    assert height <= matplotlib.image.imread(few / "summary.png").shape[0] * 1.2 < 3000
+
+
+def test_many_classes_are_explained_in_chunks_that_give_the_rows_of_one_call(model, tokenizer, monkeypatch):
+    import labelattn.corpus
+
+    whole = explain_dataset(model, tokenizer, corpus(9), method="label_attention", top_k=2, progress=False)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[2]))
+        return explain(*args, **kwargs)
+
+    # 3 classes, 2 per text: 6 (text, class) pairs allowed per call, so calls of batch_size (2) texts.
+    monkeypatch.setattr(labelattn.corpus, "CLASS_ROWS_PER_CALL", 6)
+    monkeypatch.setattr(labelattn.corpus, "explain", counted)
+    chunked = explain_dataset(
+        model, tokenizer, corpus(9), method="label_attention", top_k=2, batch_size=2, progress=False
+    )
+    assert calls == [2, 2, 2, 2, 1]
+    assert chunked["words"] == whole["words"] and chunked["target"] == whole["target"]
+    for a, b in zip(chunked["scores"], whole["scores"], strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6)

@@ -178,7 +178,10 @@ def test_custom_code_is_not_run_unless_trusted(broken, tmp_path):
     config = json.loads((broken / "config.json").read_text())
     config.update(model_type="custom-thing", auto_map={"AutoConfig": "modeling_custom.CustomConfig"})
     (broken / "config.json").write_text(json.dumps(config))
-    with pytest.raises(LoadError, match=r"pass trust_remote_code=True, with revision=<commit>"):
+    with pytest.raises(
+        LoadError,
+        match=r"pass trust_remote_code=True \(labelattn commands: --trust-remote-code\), with revision=<commit>",
+    ):
         load_classifier(broken)
     assert not marker.exists()
 
@@ -203,3 +206,43 @@ def test_minilm_tokenizer_is_what_the_folder_holds(bert_folder):
     _, tokenizer = load_classifier(bert_folder)
     reference = AutoTokenizer.from_pretrained(minilm_path())
     assert tokenizer(TEXT)["input_ids"] == reference(TEXT)["input_ids"]
+
+
+def set_labels(folder: Path, id2label: dict) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = id2label
+    config["label2id"] = {str(name): int(index) for index, name in id2label.items()}
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    ("id2label", "message"),
+    [
+        # Two classes named alike: every output would name them alike (issue 20.3).
+        ({"0": "A", "1": "A", "2": "B"}, r"several classes one name \('A' for classes 0, 1\)"),
+        # A class without a name, whatever the weights say (issue 20.7).
+        ({"0": "L0", "1": "L1", "3": "L3"}, r"names the classes \[0, 1, 3\], so class 2 has no name"),
+        ({"0": 0, "1": 1, "2": 2}, r"gives class 0 the name 0 \(int\): label names are strings"),
+    ],
+)
+def test_a_label_map_that_would_mislabel_classes_is_refused(broken, id2label, message):
+    set_labels(broken, id2label)
+    with pytest.raises(LoadError, match=message):
+        load_classifier(broken)
+
+
+@pytest.mark.parametrize(
+    ("num_labels", "problem_type", "message"),
+    [
+        (1, "regression", "problem_type is 'regression': the model predicts a number"),
+        (1, None, r"has 1 output \(num_labels=1\)"),
+        (3, "regression", "problem_type is 'regression'"),
+    ],
+)
+def test_a_model_without_class_probabilities_is_refused(tmp_path, tokenizer, num_labels, problem_type, message):
+    # Softmax over one output is 1 for every text: predicted "with probability 1.0", a wrong result.
+    torch.manual_seed(0)
+    config = tiny_encoder_config(num_labels=num_labels, problem_type=problem_type)
+    folder = save_model(BertForSequenceClassification(config).eval(), tokenizer, tmp_path / "scorer")
+    with pytest.raises(LoadError, match=message):
+        load_classifier(folder)

@@ -1,0 +1,155 @@
+"""What the two corpus commands share (`labelattn predict` and `labelattn explain --data`): their options, reading
+DATA, checking the output before any work, and running a job to the output file (see `labelattn.corpus`)."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help stays fast
+    import datasets
+
+    from .corpus import CorpusReport, Job
+
+FORMATS = (".parquet", ".jsonl", ".csv")
+DATA_HELP = (
+    "a built-in data set (trec, bbc-news: every row, or --split), a .csv, .jsonl or .parquet file, or a folder "
+    "saved by datasets (save_to_disk)"
+)
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -> None:
+    """The options every corpus command shares (predict, explain --data)."""
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help=f"the output file; its extension picks the format: .parquet (nested lists), .jsonl, or .csv (lists as "
+        f"JSON strings). Shards and the run's settings go to FILE.shards/ (default: {default_output})",
+    )
+    parser.add_argument("--text-column", default="text", help="column of the texts (default: text)")
+    parser.add_argument(
+        "--text-pair-column", metavar="NAME", help="column of the second texts of pairs (NLI, question-passage)"
+    )
+    parser.add_argument(
+        "--id-column",
+        metavar="NAME",
+        help="a column that names each row: put right after `row` in the output, and named in error messages",
+    )
+    parser.add_argument(
+        "--split", help="for a built-in data set or a datasets folder with splits: read this split only"
+    )
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        metavar="TOKENS",
+        help="longest input (default: all the model reads); longer texts are cut and marked in the `truncated` column",
+    )
+    parser.add_argument(
+        "--shard-size",
+        type=int,
+        default=1000,
+        help="rows per shard: the unit of work, of resuming and of the split across processes (default 1000)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results of a run with other settings at --output "
+        "(deletes only that run's own files, never the input)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
+    """DATA as one `datasets.Dataset`, every column kept: a built-in data set (all rows with `id`, `text`,
+    `label`, or its published split), a file, or a `datasets` folder."""
+    import datasets
+
+    from .data import BUILTIN, DataError, load_data, load_table
+
+    if data in BUILTIN and not Path(data).exists():
+        if split is None:
+            raw = BUILTIN[data][0]()
+            return datasets.Dataset.from_dict({"id": raw.ids, "text": raw.texts, "label": raw.labels})
+        splits = load_data(data).splits
+        if split not in splits:
+            raise DataError(f"--split {split!r}: the built-in {data} has the splits {list(splits)}.")
+        return splits[split]
+    path = Path(data)
+    table, _ = load_table(path)
+    if isinstance(table, datasets.DatasetDict):
+        if split is None or split not in table:
+            raise DataError(f"{path} holds the splits {list(table)}: choose one with --split NAME.")
+        return table[split]
+    if split is not None:
+        raise DataError(f"{path} has no splits: drop --split.")
+    return table
+
+
+def output_path(args: argparse.Namespace, kind: str, name: str) -> Path:
+    """--output, checked, or the default `outputs/<kind>/<data name>.parquet`."""
+    if args.output is None:
+        stem = Path(args.data.rstrip("/")).stem + (f"-{args.split}" if args.split else "")
+        return Path("outputs") / kind / f"{stem}{name}.parquet"
+    if args.output.suffix.lower() not in FORMATS:
+        raise ValueError(f"--output {args.output}: end the file name with one of {list(FORMATS)} to pick the format.")
+    return args.output
+
+
+def shard_folder(output: Path) -> Path:
+    return output.with_name(output.name + ".shards")
+
+
+def check_output(output: Path, data: str, overwrite: bool) -> None:
+    """Before any work: the output must not be the input, its folder must be one this process can write in, and
+    an existing output file that no run of ours made (no shard folder beside it) is replaced only with
+    --overwrite."""
+    from .shards import check_writable
+
+    source = Path(data)
+    if source.exists() and output.resolve() == source.resolve():
+        raise FileExistsError(f"--output {output} is the input file: choose another output.")
+    if output.is_dir():
+        raise FileExistsError(f"--output {output} is a folder: give a file name ending in one of {list(FORMATS)}.")
+    check_writable(output.parent)
+    if output.exists() and not shard_folder(output).exists() and not overwrite:
+        raise FileExistsError(f"{output} exists and is not the output of a run here: pass --overwrite to replace it.")
+
+
+def model_and_tokenizer(args: argparse.Namespace):
+    """The classifier and its tokenizer, on this process's device under `accelerate launch`."""
+    from .arguments import classifier_from_arguments
+    from .processes import process_state
+
+    return classifier_from_arguments(args, device=process_state().device)
+
+
+def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: argparse.Namespace) -> "CorpusReport":
+    """Run `job` over `dataset` in shards beside `output`, as the command's corpus arguments say; then the main
+    process writes `output` from the shards and the report line."""
+    from .corpus import CorpusOptions, run_job, save
+    from .processes import process_state
+
+    options = CorpusOptions(
+        output_dir=shard_folder(output),
+        text_column=args.text_column,
+        text_pair_column=args.text_pair_column,
+        id_column=args.id_column,
+        shard_size=args.shard_size,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        protected=(Path(args.data),) if Path(args.data).exists() else (),
+    )
+    report = run_job(job, dataset, options)
+    state = process_state()
+    if state.is_main_process:
+        save(report.dataset, output)
+        print(f"labelattn: {report.summary()}; wrote {output}", file=sys.stderr)
+        errors, first = report.errors()
+        if errors:
+            print(
+                f"labelattn: {errors} row(s) kept with the reason in their error column; the first: {first}",
+                file=sys.stderr,
+            )
+    state.wait_for_everyone()
+    return report
