@@ -33,7 +33,7 @@ class LabelAttentionExplainer(Explainer):
     order = 10
     outputs = LINEAR
     score_meaning = "each word's exact term in"
-    baseline_name = "what no word carries: the special tokens, and for the raw logit the average class's"
+    baseline_name = "the special tokens and what no token carries"
     allows_contrast = True
     needs_label_attention = True
 

@@ -2,6 +2,8 @@
 
 - `add_model_arguments`: `--revision` and `--trust-remote-code`, for every command that loads a classifier
   (`classifier_from_arguments` loads it with them).
+- `add_method_argument`: `--method`, whose choices are the registered methods (`explainers.METHODS`), read only when
+  argparse checks a value or prints the help, so that `labelattn --help` does not import torch.
 - `add_option_argument`: `--option KEY=VALUE`, a method's options, VALUE read as JSON by `explainers.parse_options`
   (or `METHOD.KEY=VALUE` for the commands that run several methods).
 """
@@ -54,4 +56,30 @@ def add_option_argument(parser: argparse.ArgumentParser, per_method: bool = Fals
         metavar=metavar,
         help=f"an option of {'one' if per_method else 'the'} method, VALUE read as JSON (null, true, numbers, "
         f"lists; anything else a string), e.g. {example} (repeatable)",
+    )
+
+
+class RegisteredMethods:
+    """The names of the registered explanation methods, as argparse `choices` for the help: looked up in
+    `explainers.METHODS` when the help is printed, so that a method module registered later is listed too. Every
+    value passes argparse's check: an unknown name gets the explainers' own `MethodError` (which lists the methods),
+    the one message of the command line and the API."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __iter__(self):
+        from explainers import METHODS
+
+        return iter(list(METHODS))
+
+
+def add_method_argument(parser: argparse.ArgumentParser, default: str = "integrated_gradients") -> None:
+    """`--method NAME`, one of the registered methods."""
+    parser.add_argument(
+        "--method",
+        default=default,
+        choices=RegisteredMethods(),
+        metavar="METHOD",
+        help=f"the explanation method, one of: %(choices)s (default: {default})",
     )

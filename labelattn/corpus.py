@@ -42,6 +42,7 @@ from explainers import ExplainerInputError, explain, get_explainer, predict
 from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
 from explainers.targets import resolve_targets
+from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
 
 from .processes import process_state
@@ -215,9 +216,12 @@ class Job:
     settings: dict[str, Any]
     features: datasets.Features
     compute: Callable[[list[TextInput]], list[list[dict[str, Any]]]]
+    long_text: str = "truncate"
 
     def check_length(self, pairs: bool) -> None:
         check_max_length(self.max_length, self.model, self.tokenizer, pairs, error=CorpusError)
+        if pairs and self.long_text == "windows":
+            raise CorpusError("long_text='windows' reads single texts: pairs cannot be cut apart; use 'truncate'.")
 
 
 def predict_job(
@@ -227,8 +231,10 @@ def predict_job(
     batch_size: int = 32,
     max_length: int | None = None,
     threshold: float | None = None,
+    long_text: str = "truncate",
 ) -> Job:
-    """The predicted label(s) and every class's probability (`prob_<label>` columns)."""
+    """The predicted label(s) and every class's probability (`prob_<label>` columns); a text longer than the model
+    reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see `explainers.windows`)."""
     labels = class_names(model.config)
     multi_label = model.config.problem_type == "multi_label_classification"
     if threshold is not None and not multi_label:
@@ -238,6 +244,7 @@ def predict_job(
         raise CorpusError(f"threshold={threshold!r}: give a probability strictly between 0 and 1.")
     check_count(batch_size, "batch_size", "texts", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
+    check_long_text_choice(long_text)
     predicted = "predicted_labels" if multi_label else "predicted_label"
     features = datasets.Features(
         {
@@ -249,7 +256,7 @@ def predict_job(
     )
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
-        result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length)
+        result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
         rows = []
         for probs, truncated in zip(result.probabilities.tolist(), result.truncated, strict=True):
             best = max(range(len(labels)), key=probs.__getitem__)
@@ -262,7 +269,8 @@ def predict_job(
         return rows
 
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
-    return Job(model, tokenizer, max_length, settings, features, compute)
+    settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
+    return Job(model, tokenizer, max_length, settings, features, compute, long_text)
 
 
 EXPLANATION_FEATURES = {
@@ -295,8 +303,10 @@ def explain_job(
     options: dict[str, Any] | None = None,
     batch_size: int = 16,
     max_length: int | None = None,
+    long_text: str = "truncate",
 ) -> Job:
-    """Word scores of each text by `method`: one row per text, or per class with `all_targets` / `top_k`."""
+    """Word scores of each text by `method`: one row per text, or per class with `all_targets` / `top_k`; a text
+    longer than the model reads is cut or read in windows (`long_text`, as in `predict_job`)."""
     options = dict(options or {})
     # Every choice a user can get wrong is checked here, by the explainers' own rules, before the first shard.
     explainer = get_explainer(model, tokenizer, method)
@@ -310,6 +320,7 @@ def explain_job(
         )
     check_count(batch_size, "batch_size", "rows", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
+    check_long_text_choice(long_text)
     features = dict(EXPLANATION_FEATURES)
     if isinstance(target, tuple):
         features["contrast_label"] = datasets.Value("string")
@@ -322,6 +333,7 @@ def explain_job(
         "top_k": top_k,
         "batch_size": batch_size,
         "max_length": max_length,
+        "long_text": long_text,
         **options,
     }
 
@@ -358,7 +370,13 @@ def explain_job(
         "top_k": top_k,
         "max_length": max_length,
     }
-    return Job(model, tokenizer, max_length, settings, datasets.Features(features), compute)
+    settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
+    return Job(model, tokenizer, max_length, settings, datasets.Features(features), compute, long_text)
+
+
+def check_long_text_choice(long_text: Any) -> None:
+    if long_text not in LONG_TEXT:
+        raise CorpusError(f"long_text={long_text!r}: choose 'truncate' (read the start) or 'windows' (read it all).")
 
 
 def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,13 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -
         help="longest input (default: all the model reads); longer texts are cut and marked in the `truncated` column",
     )
     parser.add_argument(
+        "--long-text",
+        choices=["truncate", "windows"],
+        default="truncate",
+        help="a text longer than --max-length: truncate (read its start) or windows (read it all, in overlapping "
+        "windows whose logits are averaged; every word explained once) (default: truncate)",
+    )
+    parser.add_argument(
         "--shard-size",
         type=int,
         default=1000,

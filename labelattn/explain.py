@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import DEFAULT_MODEL_DIR
-from .arguments import add_model_arguments, add_option_argument
+from .arguments import add_method_argument, add_model_arguments, add_option_argument
 from .corpus_command import DATA_HELP, add_corpus_arguments
 
 if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
@@ -46,11 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the second text of a pair (premise/hypothesis, question/passage): one --pair per TEXT, in order",
     )
     parser.add_argument("--examples", type=int, default=0, metavar="N", help="also explain N test texts of TREC")
-    parser.add_argument(
-        "--method",
-        default="integrated_gradients",
-        help="explanation method, e.g. label_attention, integrated_gradients, shap (an unknown name lists them all)",
-    )
+    add_method_argument(parser)
     parser.add_argument("--target", help="class to explain, by name or index (default: the predicted class)")
     parser.add_argument(
         "--contrast", help='with --target: explain "target rather than this class" (a logit difference)'
@@ -88,7 +84,10 @@ def colour(word: str, value: float) -> str:
 
 
 def render(exp: "Explanation", use_colour: bool) -> str:
-    """The explanation as terminal text: a title line, the text with highlighted words, and the word scores."""
+    """The explanation as terminal text: a title line, the text with highlighted words, the word scores, and what
+    they explain in words (`explainers.outputs.describe`)."""
+    from explainers.outputs import describe
+
     title = f"{exp.method} · {exp.target_label} (p={exp.probability:.3f})"
     if exp.contrast_label is not None:
         title += f" rather than {exp.contrast_label}"
@@ -100,6 +99,7 @@ def render(exp: "Explanation", use_colour: bool) -> str:
     lines.append("  ".join(f"{word} {score:+.3f}" for word, score in zip(exp.words, exp.scores, strict=True)))
     if exp.delta is not None:
         lines.append(f"F(x)={exp.score:.4f}  F(x')={exp.baseline_score:.4f}  delta={exp.delta:+.2e}")
+    lines.append(describe(exp))
     return "\n".join(lines)
 
 
@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         top_k=args.top_k,
         batch_size=args.batch_size,
         max_length=args.max_length,
+        long_text=args.long_text,
         **asked["options"],
     )
     flat = [exp for item in results for exp in (item if isinstance(item, list) else [item])]
@@ -204,6 +205,7 @@ def run_corpus(args: argparse.Namespace) -> int:
         options=asked["options"],
         batch_size=args.batch_size,
         max_length=args.max_length,
+        long_text=args.long_text,
     )
     report = run_to_file(job, dataset, output, args)
     if args.summary and process_state().is_main_process:

@@ -40,7 +40,12 @@ def run(args: argparse.Namespace) -> int:
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
     model, tokenizer = model_and_tokenizer(args)
     job = predict_job(
-        model, tokenizer, batch_size=args.batch_size, max_length=args.max_length, threshold=args.threshold
+        model,
+        tokenizer,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        threshold=args.threshold,
+        long_text=args.long_text,
     )
     run_to_file(job, dataset, output, args)
     return 0
