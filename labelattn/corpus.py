@@ -571,7 +571,8 @@ def predict_dataset(
             or `(text, text_pair)` tuples.
         arguments: by keyword, what to compute (`predict_job`'s): `threshold` (multi-label models only: the
             probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
-            (longest input in tokens, default all the model reads; longer texts are marked `truncated`); and
+            (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
+            ("windows" reads them whole, see `explainers.windows`); and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
             `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
 

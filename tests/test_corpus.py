@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
-from explainers import explain
+from explainers import explain, predict
 from labelattn.cli import main
 from labelattn.corpus import CorpusError, explain_dataset, predict_dataset, save
 from labelattn.shards import ShardFolder
@@ -100,6 +100,21 @@ def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokeniz
     ).to_dict()
     assert explained["error"][1:4] == out["error"][1:4] and explained["truncated"][4] is True
     assert len(explained["words"][4]) < 40 and explained["words"][1] is None
+
+
+def test_long_texts_are_read_whole_in_windows(model, tokenizer, tmp_path):
+    long = " ".join(f"word{i % 7}" for i in range(60))
+    data = datasets.Dataset.from_dict({"text": [long, "a short one"]})
+    out = predict_dataset(model, tokenizer, data, max_length=16, long_text="windows", progress=False).to_dict()
+    direct = predict(model, tokenizer, [long, "a short one"], max_length=16, long_text="windows")
+    assert out["truncated"] == [False, False]
+    assert out["probability"] == pytest.approx(direct.probabilities.max(-1).values.tolist(), abs=1e-6)
+    explained = explain_dataset(
+        model, tokenizer, data, method="saliency", max_length=16, long_text="windows", progress=False
+    ).to_dict()
+    assert explained["words"][0] == long.split() and len(json.loads(explained["extras"][0])["windows"]) > 2
+    with pytest.raises(CorpusError, match="long_text='pages'"):
+        predict_dataset(model, tokenizer, data, long_text="pages", progress=False)
 
 
 def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokenizer, tmp_path):
