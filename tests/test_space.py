@@ -540,3 +540,13 @@ def test_an_exported_space_with_its_model_runs_with_python_app_py(labelattn_whee
     env = {k: v for k, v in os.environ.items() if k != app.MODEL_ENV}
     with app_process(sys.executable, folder, env, tmp_path / "server.log") as client:
         assert client.predict(text=f"a {PLANTED_WORD} here", api_name="/predict")["planted"] > 0.9
+
+
+def test_long_texts_are_read_in_windows_when_the_page_says_so(planted_dir, monkeypatch):
+    """`LABELATTN_LONG_TEXT=windows`: a text longer than the page reads is explained whole, every word once."""
+    monkeypatch.setenv(app.LONG_TEXT_ENV, "windows")
+    backend = app.Backend(planted_dir, max_tokens=16)
+    long = " ".join(["the", "old", "zebra", "was", "there"] * 8)
+    exp = backend.explain(long, "saliency")
+    assert exp.words == long.split() and not exp.truncated and len(exp.extras["windows"]) > 1
+    assert app.Backend(planted_dir, max_tokens=16, long_text="truncate").explain(long, "saliency").truncated

@@ -45,6 +45,7 @@ from explainers import (
 from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
 from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
+from explainers.windows import check_long_text
 from explainers.words import text_problem
 
 from .export import MODEL_FILES
@@ -52,6 +53,9 @@ from .export import MODEL_FILES
 logger = logging.getLogger("labelattn.space")
 
 MODEL_ENV = "LABELATTN_MODEL"
+# "windows" reads a text longer than MAX_TOKENS whole, in overlapping windows (explainers.windows); by default the
+# page reads its start and says so.
+LONG_TEXT_ENV = "LABELATTN_LONG_TEXT"
 # The longest input explained, in tokens (or fewer, if the model reads fewer); longer texts are cut, and the page
 # says so.
 MAX_TOKENS = 128
@@ -177,8 +181,9 @@ class Backend:
     fails ("Already borrowed"): every use of the model or the tokenizer takes `lock`.
     """
 
-    def __init__(self, model_path: str, max_tokens: int = MAX_TOKENS):
+    def __init__(self, model_path: str, max_tokens: int = MAX_TOKENS, long_text: str | None = None):
         self.model_path = model_path
+        self.long_text = check_long_text(long_text or os.environ.get(LONG_TEXT_ENV, "truncate"), [])
         fetch_from_hub(model_path)
         self.model, self.tokenizer = load_classifier(model_path)
         self.max_tokens = min(max_tokens, token_limit(self.model, self.tokenizer))
@@ -199,10 +204,14 @@ class Backend:
             f"{len(self.labels)} classes: {', '.join(shown)}{more}"
         )
 
+    def reading(self, text: str | tuple[str, str]) -> dict[str, Any]:
+        """How a text is read: at most `max_tokens` a window, a long single text in windows if the page says so."""
+        return {"max_length": self.max_tokens, "long_text": self.long_text if isinstance(text, str) else "truncate"}
+
     def predict(self, text: str | tuple[str, str]) -> dict[str, float]:
-        """Class probabilities of `text` (a text or a pair, cut to `max_tokens`), label → probability."""
+        """Class probabilities of `text` (a text or a pair, read as `reading` says), label → probability."""
         with self.lock:
-            predictions = predict(self.model, self.tokenizer, [text], max_length=self.max_tokens)
+            predictions = predict(self.model, self.tokenizer, [text], **self.reading(text))
         return dict(zip(predictions.labels, predictions.probabilities[0].tolist(), strict=True))
 
     def check_method(self, method: Any) -> None:
@@ -216,7 +225,7 @@ class Backend:
         self.check_method(method)
         with self.lock:
             return explain(
-                self.model, self.tokenizer, text, method=method, target=target, max_length=self.max_tokens, **options
+                self.model, self.tokenizer, text, method=method, target=target, **self.reading(text), **options
             )
 
     def compare(
@@ -228,9 +237,7 @@ class Backend:
         methods = list(dict.fromkeys(methods))
         options = {method: self.cost_options(method, sliders) for method in methods}
         with self.lock:
-            return compare(
-                self.model, self.tokenizer, text, methods, target, options=options, max_length=self.max_tokens
-            )
+            return compare(self.model, self.tokenizer, text, methods, target, options=options, **self.reading(text))
 
     def check_explanation(self, explanation: Any) -> Explanation:
         """A client's explanation dict as an `Explanation`: its texts bounded like any other, every field checked
@@ -372,6 +379,8 @@ class Endpoints:
     def faithfulness(self, explanation: dict | None) -> str:
         """Comprehensiveness, sufficiency and τ-LOO of an explanation (the dict that /explain returns)."""
         backend = self.backend
+        if isinstance(explanation, dict) and "windows" in (explanation.get("extras") or {}):
+            return "**Faithfulness** is measured on texts the model reads in one window; this one was read in several."
         exp = backend.check_explanation(explanation)
         with backend.lock:
             report = evaluate_faithfulness(backend.model, backend.tokenizer, [exp], max_length=backend.max_tokens)
