@@ -26,6 +26,18 @@ PLANTED_WORD = "zebra"
 FILLER = (Path(__file__).parent / "data" / "filler_words.txt").read_text().split()
 
 
+def float32_rounding(model, reference: torch.Tensor) -> float:
+    """How far two float32 computations of `reference` by the same weights may differ (another process, thread count,
+    memory layout or batch): float32's relative rounding for each layer the model stacks (an encoder's layers, the
+    embeddings and the head), each a sum over `hidden_size` terms whose rounding errors add up like a random walk,
+    times the quantity's scale. A 6-layer, 384-wide encoder's logits around 7 carry about 1e-6 of rounding and this
+    allows 1e-4; a wrong weight or code path moves O(1) logits by far more."""
+    config = model.config
+    layers = config.encoder_config.num_hidden_layers if config.backbone == "encoder" else 1
+    scale = max(1.0, float(reference.abs().max()))
+    return 4 * torch.finfo(torch.float32).eps * (layers + 2) * config.hidden_size**0.5 * scale
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return AutoTokenizer.from_pretrained(minilm_path())
