@@ -58,7 +58,8 @@ def text_problem(value: object) -> str | None:
     if isinstance(value, bytes | bytearray):
         return "is bytes, not str: decode it first (data.decode('utf-8'))"
     if not isinstance(value, str):
-        return f"is a {type(value).__name__}, not a str"
+        kind = type(value).__name__
+        return f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a str"
     if not value.strip():
         return "is empty or only whitespace"
     return None

@@ -10,6 +10,7 @@ import csv
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -209,6 +210,8 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
 def _csv_as_strings(path: Path) -> dict:
     """Options that read every cell of a CSV file as the string it is: pandas would otherwise read a text "10000"
     as a number and a label "None" or "NA" as missing. Only an empty cell is missing."""
+    # A cell may be a whole document: the csv module's default limit (131,072 characters) is not the file's.
+    csv.field_size_limit(sys.maxsize)
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header, first_row = next(reader, None), next(reader, None)

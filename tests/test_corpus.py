@@ -623,7 +623,7 @@ def test_a_column_of_mixed_types_is_read_as_given(model, tokenizer, tmp_path):
     data = datasets.Dataset.from_list(rows, on_mixed_types="use_json")
     assert isinstance(data.features["text"], datasets.Json)
     out = predict_dataset(model, tokenizer, data, output_dir=tmp_path / "p", progress=False)
-    assert out["error"][3] == "row 3: the text is a int, not a str" and out["predicted_label"][3] is None
+    assert out["error"][3] == "row 3: the text is an int, not a str" and out["predicted_label"][3] is None
     # Every other text is classified as it is, not with its JSON quotes.
     texts = [rows[i]["text"] for i in (0, 1, 2, 4, 5)]
     direct = explain(model, tokenizer, texts, method="label_attention")

@@ -379,3 +379,11 @@ def test_shipped_precision_at_k_agrees_with_scikit_learn_and_counts_by_hand():
     assert result == pytest.approx({"precision_at_2": (1 / 2 + 0 + 1 / 2) / 3, "recall_at_2": (1 / 2 + 1 / 2) / 2})
     with pytest.raises(ValueError, match="k must be between 1 and the number of classes"):
         multi.compute(predictions=predictions, references=references, k=5)
+
+
+def test_a_csv_cell_longer_than_the_csv_modules_default_limit_is_read(tmp_path):
+    long = "word " * 40_000  # 200,000 characters: past csv's default field limit of 131,072
+    path = tmp_path / "long.csv"
+    path.write_text(f"text,label\n{long},a\nshort,b\nother,a\nmore,b\n" * 3, encoding="utf-8")
+    table, _ = load_table(path)
+    assert table[0]["text"] == long

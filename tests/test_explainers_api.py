@@ -189,7 +189,7 @@ def test_bad_options(method, options, message, model, tokenizer):
         (b"who wrote it", r"texts is bytes, not str: decode it first"),
         (["fine", b"bytes"], "Text 1 is bytes, not str: decode it first"),
         (("one", "two", "three"), "Text 0 is a tuple of 3: a text pair is"),
-        ([("fine", 3)], "Text 0 has a second text that is a int, not a str"),
+        ([("fine", 3)], "Text 0 has a second text that is an int, not a str"),
         ((" ", "fine"), "Text 0 has a text that is empty or only whitespace"),
         # Issue 20.10: an empty second text is named as such, not as an empty first text.
         (("fine", " "), "Text 0 has a second text that is empty or only whitespace"),

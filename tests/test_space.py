@@ -223,7 +223,7 @@ def huge_explanation(client: Client) -> dict:
             ),
             "shap_max_samples must be a whole number from 1 to 64, got [3]",
         ),
-        (lambda c: explain(c, 12345), "The text is a int, not a str"),
+        (lambda c: explain(c, 12345), "The text is an int, not a str"),
         (
             lambda c: c.predict("a zebra", "", "planted", app.NO_CONTRAST, "shap", api_name="/compare"),
             "a list of method",
@@ -241,14 +241,14 @@ def huge_explanation(client: Client) -> dict:
         (lambda c: explain(c, "a zebra", "label_attention_weights", contrast="other"), "cannot explain a pair target"),
         (lambda c: c.predict("", api_name="/predict"), "The text is empty"),
         # The endpoints take what a client sends, unconverted: a text that is not a string is said to be one.
-        (lambda c: c.predict(12345, api_name="/predict"), "The text is a int, not a str"),
+        (lambda c: c.predict(12345, api_name="/predict"), "The text is an int, not a str"),
         (lambda c: c.predict({"text": "a zebra"}, api_name="/predict"), "The text is a dict, not a str"),
         (lambda c: c.predict(["a zebra"], api_name="/predict"), "The text is a list, not a str"),
         # /faithfulness takes a dict from the client: its text is bounded like any other, every field checked,
         # its classes checked against the model's (a label is shown in the page's Markdown, never echoed raw).
         (lambda c: c.predict(huge_explanation(c), api_name="/faithfulness"), f"at most {app.MAX_CHARS}"),
         (lambda c: c.predict({"text": "a zebra"}, api_name="/faithfulness"), "Explanation"),
-        (lambda c: c.predict(tampered(c, text=12345), api_name="/faithfulness"), "The text is a int, not a str"),
+        (lambda c: c.predict(tampered(c, text=12345), api_name="/faithfulness"), "The text is an int, not a str"),
         (lambda c: c.predict(tampered(c, spans="notalist"), api_name="/faithfulness"), "spans"),
         (lambda c: c.predict(tampered(c, target_label="**HACKED**"), api_name="/faithfulness"), "not a class of"),
         (lambda c: c.predict(tampered(c, target=7), api_name="/faithfulness"), "not a class of this model"),

@@ -372,7 +372,7 @@ def test_the_classifier_is_explained_by_explain_unchanged(zero_shot, tokenizer):
         ({"candidate_labels": " , "}, "candidate_labels is empty"),
         ({"candidate_labels": ""}, "candidate_labels is empty"),
         ({"candidate_labels": {"animals": 1}}, "candidate_labels is a dict"),
-        ({"candidate_labels": ["animals", 3]}, "Candidate label 1 is a int"),
+        ({"candidate_labels": ["animals", 3]}, "Candidate label 1 is an int"),
         ({"candidate_labels": ["animals", "  "]}, "Candidate label 1 is empty"),
         ({"candidate_labels": ["music", "animals", "music"]}, r"\['music'\] are given twice"),
         ({"hypothesis_template": "This example is a label."}, "has no {} for the label"),

@@ -580,7 +580,7 @@ def wire_events(backend: Backend, tab: ExplainTab, compare: CompareTab) -> None:
     endpoints = Endpoints(backend)
     tab.method.change(contrast_for, tab.method, tab.contrast, api_visibility="private")
     # `preprocess=False`: the endpoints get what a client sent, unconverted, and check it themselves, so that a
-    # wrong value is named ("integrated_gradients_n_steps must be a whole number ...", "The text is a int") rather
+    # wrong value is named ("integrated_gradients_n_steps must be a whole number ...", "The text is an int") rather
     # than failing inside a component's conversion with Gradio's generic "the upstream app raised an exception".
     explained = gr.on(
         [tab.button.click, tab.text.submit],
