@@ -68,6 +68,12 @@ class LabelAttnConfig(PretrainedConfig):
         num_labels, id2label, label2id, problem_type:
             As in every Transformers classifier. `problem_type` is `"single_label_classification"` (softmax,
             cross-entropy; at least 2 labels) or `"multi_label_classification"` (sigmoid, binary cross-entropy).
+        label_hierarchy (`dict`, *optional*):
+            The classes as the bottom level of a tree of coarser groups (ICD-10-CM's chapter > block > category):
+            `{"levels": ["chapter", "block", "category"], "ancestors": {"A00": ["A00-B99", "A00-A09"], ...}}`,
+            the levels from the top down, the classes' own level last, and for every label its groups from the top
+            down. A predicted class implies its group at every level; `labelattn predict` writes them. Written by
+            `labelattn train` for hierarchical data; it does not change the model's computation.
 
     Example:
 
@@ -97,6 +103,7 @@ class LabelAttnConfig(PretrainedConfig):
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
     initializer_range: float = 0.02
+    label_hierarchy: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):
         if self.backbone == "encoder" and self.encoder_config is None:
@@ -148,6 +155,26 @@ class LabelAttnConfig(PretrainedConfig):
             raise LabelAttnConfigError(
                 f"problem_type={self.problem_type!r} is not supported: use 'single_label_classification' "
                 "or 'multi_label_classification'."
+            )
+
+        if self.label_hierarchy is not None:
+            self._check_label_hierarchy()
+
+    def _check_label_hierarchy(self) -> None:
+        levels, ancestors = self.label_hierarchy.get("levels"), self.label_hierarchy.get("ancestors")
+        if not isinstance(levels, list) or len(levels) < 2 or not isinstance(ancestors, dict):
+            raise LabelAttnConfigError(
+                "label_hierarchy must be {'levels': [two or more level names, top first], 'ancestors': {label: "
+                f"[its groups, top first]}}, got {self.label_hierarchy!r:.200}."
+            )
+        labels = list(self.id2label.values())
+        missing = [label for label in labels if label not in ancestors]
+        wrong = [label for label in labels if label in ancestors and len(ancestors[label]) != len(levels) - 1]
+        if missing or wrong:
+            some = (missing or wrong)[:5]
+            raise LabelAttnConfigError(
+                f"label_hierarchy: {len(missing)} label(s) have no ancestors and {len(wrong)} not one group per "
+                f"upper level of {levels} (first: {some}); give every label its {len(levels) - 1} group(s)."
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -224,6 +224,16 @@ class Job:
             raise CorpusError("long_text='windows' reads single texts: pairs cannot be cut apart; use 'truncate'.")
 
 
+def upper_levels(config, labels: list[str]) -> dict[str, list[str]]:
+    """For a model trained on hierarchical labels (`config.label_hierarchy`, see configuration_labelattn.py), each
+    upper level's group of every class, by class index: a predicted class implies them. Empty otherwise."""
+    hierarchy = getattr(config, "label_hierarchy", None)
+    if not hierarchy:
+        return {}
+    levels, ancestors = hierarchy["levels"][:-1], hierarchy["ancestors"]
+    return {level: [ancestors[label][depth] for label in labels] for depth, level in enumerate(levels)}
+
+
 def predict_job(
     model: torch.nn.Module,
     tokenizer,
@@ -246,10 +256,13 @@ def predict_job(
     check_max_length(max_length, model, tokenizer, error=CorpusError)
     check_long_text_choice(long_text)
     predicted = "predicted_labels" if multi_label else "predicted_label"
+    kind = datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string")
+    groups = upper_levels(model.config, labels)
     features = datasets.Features(
         {
-            predicted: datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string"),
+            predicted: kind,
             "probability": datasets.Value("float32"),
+            **{f"{predicted}_{level}": kind for level in groups},
             **{f"prob_{label}": datasets.Value("float32") for label in labels},
             "truncated": datasets.Value("bool"),
         }
@@ -261,11 +274,16 @@ def predict_job(
         for probs, truncated in zip(result.probabilities.tolist(), result.truncated, strict=True):
             best = max(range(len(labels)), key=probs.__getitem__)
             if multi_label:
-                label = [name for name, p in zip(labels, probs, strict=True) if p >= threshold]
+                chosen = [i for i, p in enumerate(probs) if p >= threshold]
+                label = [labels[i] for i in chosen]
+                levels = {
+                    f"{predicted}_{level}": list(dict.fromkeys(of[i] for i in chosen)) for level, of in groups.items()
+                }
             else:
                 label = labels[best]
+                levels = {f"{predicted}_{level}": of[best] for level, of in groups.items()}
             by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
-            rows.append([{predicted: label, "probability": probs[best], **by_class, "truncated": truncated}])
+            rows.append([{predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}])
         return rows
 
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
@@ -578,8 +596,8 @@ def predict_dataset(
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
-        a list, for a multi-label model), `probability` of the predicted class, `prob_<label>` for every class,
-        `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
+        a list, for a multi-label model), `predicted_label_<level>` for each upper level of a model trained on
+        hierarchical labels, `probability` of the predicted class, `prob_<label>` for every class, `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
     """
     options, request = split_arguments(arguments)
     return run_job(predict_job(model, tokenizer, **request), data, options).dataset

@@ -85,6 +85,39 @@ def test_a_multi_label_model_predicts_every_label_over_the_threshold(tokenizer):
         predict_dataset(make_model("embedding"), tokenizer, corpus(2), threshold=0.4, progress=False)
 
 
+HIERARCHY = {"levels": ["top", "mid", "class"], "ancestors": {f"class_{c}": ["T0", f"M{c % 2}"] for c in range(3)}}
+
+
+def test_a_hierarchical_model_predicts_every_level_consistently(tokenizer, tmp_path):
+    model = make_model("embedding", num_labels=3, label_hierarchy=HIERARCHY)
+    folder = save_model(model, tokenizer, tmp_path / "model")  # the hierarchy travels in config.json
+    reloaded = type(model).from_pretrained(folder)
+    out = predict_dataset(reloaded, tokenizer, corpus(8), progress=False).to_dict()
+    parents = HIERARCHY["ancestors"]
+    assert out["predicted_label_top"] == ["T0"] * 8
+    assert out["predicted_label_mid"] == [parents[label][1] for label in out["predicted_label"]]
+    assert {"M0", "M1"} & set(out["predicted_label_mid"])
+    multi = make_model("embedding", multi_label=True, num_labels=3, label_hierarchy=HIERARCHY)
+    out = predict_dataset(multi, tokenizer, corpus(6), threshold=0.3, progress=False).to_dict()
+    for labels, mids in zip(out["predicted_labels"], out["predicted_labels_mid"], strict=True):
+        assert sorted(mids) == sorted({parents[label][1] for label in labels})
+
+
+@pytest.mark.parametrize(
+    "hierarchy, expected",
+    [
+        ({"levels": ["only"], "ancestors": {}}, "two or more level names"),
+        ({"levels": ["a", "b"], "ancestors": {"class_0": ["A"]}}, "2 label\\(s\\) have no ancestors"),
+        ({"levels": ["a", "b"], "ancestors": {f"class_{c}": ["A", "B"] for c in range(3)}}, "one group per upper"),
+    ],
+)
+def test_a_bad_label_hierarchy_is_refused_by_the_config(hierarchy, expected):
+    from configuration_labelattn import LabelAttnConfigError
+
+    with pytest.raises(LabelAttnConfigError, match=expected):
+        make_model("embedding", num_labels=3, label_hierarchy=hierarchy)
+
+
 def test_bad_rows_get_an_error_and_long_rows_are_marked_truncated(model, tokenizer, tmp_path):
     texts = ["a fine text", "", "   ", None, " ".join(["word"] * 40), "another fine one"]
     data = datasets.Dataset.from_dict({"text": texts})
