@@ -1,0 +1,32 @@
+"""Label-attention queries started from class descriptions (`labelattn.label_queries`)."""
+
+import pytest
+import torch
+from conftest import make_model
+
+from labelattn.label_queries import description_vectors, start_queries_from_descriptions
+
+
+def test_each_query_becomes_the_key_of_its_description(tokenizer):
+    model = make_model("context", num_labels=3)
+    descriptions = {"class_0": "animals and plants", "class_2": "dates in the calendar"}
+    described = start_queries_from_descriptions(model, tokenizer, descriptions)
+    assert described == 2
+    head = model.labelattn.label_attention
+    texts = ["animals and plants", "class_1", "dates in the calendar"]  # class_1 has no description: its name
+    keys = head.key(description_vectors(model, tokenizer, texts))
+    queries = head.query(head.label_embeddings)
+    assert torch.allclose(queries, keys, atol=1e-4 * keys.abs().max().item())
+
+
+@pytest.mark.parametrize("backbone", ["embedding", "context"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_described_word_draws_its_own_class_more_than_the_other(tokenizer, backbone, seed):
+    # Not "the class's top token": attention is a dot product, so a token with a long key can outdraw the
+    # description's own (about one model in three). Against the other class, each described word wins.
+    model = make_model(backbone, num_labels=2, seed=seed)
+    start_queries_from_descriptions(model, tokenizer, {"class_0": "volcano", "class_1": "banana"})
+    batch = tokenizer(["the volcano ate a banana today"], return_tensors="pt")
+    weights = model(**batch, output_attentions=True).label_attentions[0].mean(0)  # over heads: (classes, seq)
+    volcano, banana = 2, 5
+    assert weights[0, volcano] > weights[1, volcano] and weights[1, banana] > weights[0, banana]
