@@ -36,7 +36,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from configuration_labelattn import LabelAttnConfig
-from labelattn import minilm_path, train
+from labelattn import minilm_path, train_arguments, train_model, train_settings
 from labelattn.data import load_data
 from modeling_labelattn import LabelAttnForSequenceClassification
 
@@ -180,7 +180,7 @@ def training_batches(num_labels: int) -> tuple[list[str], list[dict]]:
     if num_labels != len(names):
         names = [f"class_{i}" for i in range(num_labels)]
         labels = random.Random(0).choices(range(num_labels), k=len(texts))
-    tokenizer = train.load_tokenizer("embedding")
+    tokenizer = train_model.load_tokenizer("embedding")
     batches = []
     for start in range(0, TRAIN_BATCH * 40, TRAIN_BATCH):
         batch = tokenizer(
@@ -201,13 +201,13 @@ def training_step(
     """`steps` training steps of a fresh default embedding model built exactly as `labelattn train` builds it
     (with another `classifier_dropout` when given)."""
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    args = train.resolve_defaults(parser.parse_args(["--pooling", pooling]))
+    train_arguments.add_arguments(parser)
+    args = train_settings.resolve_defaults(parser.parse_args(["--pooling", pooling]))
     torch.manual_seed(0)
-    model = train.build_model(args, label_names, False, 30522).train()
+    model = train_model.build_model(args, label_names, False, 30522).train()
     if classifier_dropout is not None:
         model.config.classifier_dropout = model.dropout.p = classifier_dropout
-    optimizer = torch.optim.AdamW(train.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    optimizer = torch.optim.AdamW(train_model.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
     cycle = itertools.cycle(batches)
 
     def run() -> None:

@@ -29,7 +29,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn import train
+from labelattn import train_arguments, train_model, train_settings
 from labelattn.data import load_data
 from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, load_static_embeddings
 
@@ -101,11 +101,11 @@ def mean_scores(runs: list[dict[str, float]]) -> dict[str, float]:
 def make_stepper(data, options: list[str], batches: list[dict]):
     """A function running one training step of a fresh model built exactly as `labelattn train <options>` builds it."""
     parser = argparse.ArgumentParser()
-    train.add_arguments(parser)
-    args = train.resolve_defaults(parser.parse_args(options))
+    train_arguments.add_arguments(parser)
+    args = train_settings.resolve_defaults(parser.parse_args(options))
     torch.manual_seed(0)
-    model = train.build_model(args, data.label_names, False, 30522).train()
-    optimizer = torch.optim.AdamW(train.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    model = train_model.build_model(args, data.label_names, False, 30522).train()
+    optimizer = torch.optim.AdamW(train_model.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
     position = [0]
 
     def step() -> int:
@@ -123,7 +123,7 @@ def make_stepper(data, options: list[str], batches: list[dict]):
 def throughput(data, steps: int = 40, rounds: int = 5) -> dict[str, list[float]]:
     """Training samples per second of the default model and its variants in THROUGHPUT_SYSTEMS, interleaved A, B,
     C, A, B, C in one process so that all see the same load on a shared machine."""
-    tokenizer = train.load_tokenizer("embedding")
+    tokenizer = train_model.load_tokenizer("embedding")
     texts, labels = list(data.splits["train"]["text"]), list(data.splits["train"]["label"])
     batches = []
     for start in range(0, 32 * 40, 32):

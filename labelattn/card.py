@@ -14,21 +14,17 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constan
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from labelattn import backbones
 from labelattn.data import LabelledData
 
 # Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).
 REQUIRED = ("README.md", "config.json", "model.safetensors", "configuration_labelattn.py", "modeling_labelattn.py")
 REQUIRED += ("tokenizer.json", "tokenizer_config.json")
 NOT_UPLOADED = ("checkpoints",)  # training state: large, and of no use to someone loading the model
-BASE_MODELS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 POOLING_TEXT = {
     "label_attention": "a label-attention head: every class owns a learned query that attends over the tokens, and "
     "the attention weights show which words each class read",
     "mean": "mean pooling of the token vectors and a linear layer (the baseline of the label-attention head)",
-}
-BACKBONE_TEXT = {
-    "embedding": "token embeddings with no attention layer (fastText style)",
-    "minilm": "the pretrained encoder all-MiniLM-L6-v2 (BERT, 6 layers, hidden size 384), fine-tuned",
 }
 # Where the embedding backbone's token table started (`labelattn train --embeddings`).
 EMBEDDINGS_TEXT = {
@@ -44,7 +40,7 @@ def embedding_backbone_text(args: argparse.Namespace) -> str:
     table = "kept frozen" if getattr(args, "freeze_embeddings", False) else "then trained"
     width = getattr(args, "token_context_width", 0)
     context = f"with a residual convolution over {width} neighbouring tokens" if width else "as a bag of tokens"
-    return f"{BACKBONE_TEXT['embedding']} starting from {start}, {table}, {context}"
+    return f"{backbones.description('embedding')} starting from {start}, {table}, {context}"
 
 
 class CardError(ValueError):
@@ -63,7 +59,7 @@ def card_metadata(data: LabelledData, args: argparse.Namespace, scores: dict[str
             metric_type=metric.replace("macro_f1", "f1").replace("micro_f1", "f1"),
             metric_name=metric.replace("_", "-"),
             metric_value=round(value, 4),
-            metric_config=metric.split("_")[0] if "f1" in metric else None,
+            metric_config=metric.split("_")[-2] if "f1" in metric else None,  # macro, micro
         )
         for split in ("validation", "test")
         for metric, value in scores[split].items()
@@ -76,7 +72,7 @@ def card_metadata(data: LabelledData, args: argparse.Namespace, scores: dict[str
         tags=["labelattn", "label-attention", "text-classification", "custom_code", "explainability"],
         datasets=[dataset],
         metrics=["accuracy", "f1"],
-        base_model=BASE_MODELS.get(args.backbone),
+        base_model=backbones.base_model(args.backbone),
         model_name=name,
         eval_results=results,
     )
@@ -102,8 +98,8 @@ def model_card(
 ) -> ModelCard:
     """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split."""
     name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
-    backbone = BACKBONE_TEXT.get(args.backbone, f"the pretrained encoder at `{args.backbone}`, fine-tuned")
-    if args.backbone == "embedding":
+    backbone = backbones.description(args.backbone)
+    if backbones.backbone_kind(args.backbone) == "embedding":
         backbone = embedding_backbone_text(args)
     record = data.split_record
     split_rows = "\n".join(

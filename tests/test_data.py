@@ -14,7 +14,8 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 
 from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_table, load_texts
-from labelattn.train import METRICS_DIR, add_arguments
+from labelattn.train_arguments import add_arguments
+from labelattn.train_metrics import METRICS_DIR
 
 
 @pytest.fixture(scope="module")

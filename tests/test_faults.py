@@ -2,7 +2,7 @@
 and resumed. Whatever happens, `--resume` either ends with the uninterrupted run's weights and batches, or refuses
 with a clear message: never exit 0 with other weights.
 
-The run pauses at a named event (LABELATTN_PAUSE_AT, see `labelattn.train.RunLog`) and this process kills it there,
+The run pauses at a named event (LABELATTN_PAUSE_AT, see `labelattn.run_events`) and this process kills it there,
 so each kill lands at the same point every time; the run's event log (LABELATTN_RUN_LOG) records every batch's rows.
 """
 

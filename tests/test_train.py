@@ -18,8 +18,7 @@ from conftest import FILLER
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn import card, checkpoints, cli
-from labelattn import train as train_module
+from labelattn import card, checkpoints, cli, train_arguments, train_model, train_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
@@ -189,10 +188,26 @@ def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
     assert "3 epochs of 9 steps" in result.stdout
 
 
+def test_a_hierarchy_is_saved_in_the_config_and_scored_at_its_upper_level(tmp_path):
+    kingdom = {"animal": "living", "plant": "living", "stone": "mineral"}
+    rows = [{"text": row["text"], "label": f"{kingdom[row['label']]}>{row['label']}"} for row in planted_rows(120)]
+    data, out = write_csv(tmp_path / "paths.csv", rows), tmp_path / "model"
+    options = ["--hierarchy-separator", ">", "--hierarchy-levels", "kingdom,class", "--epochs", "1"]
+    result = train("--data", data, *TINY, *options, "--output-dir", out)
+    assert result.returncode == 0, result.stderr
+    hierarchy = json.loads((out / "config.json").read_text())["label_hierarchy"]
+    assert hierarchy == {"levels": ["kingdom", "class"], "ancestors": {k: [v] for k, v in kingdom.items()}}
+    printed = next(line for line in result.stdout.splitlines() if line.startswith("test accuracy"))
+    scores = {k: float(v) for k, v in (part.rsplit(" ", 1) for part in printed.removeprefix("test ").split(", "))}
+    # A predicted class implies its group: the coarse accuracy is never below the classes'.
+    assert scores["kingdom-accuracy"] >= scores["accuracy"] and "kingdom-macro-f1" in scores
+    assert "kingdom-accuracy" in (out / "README.md").read_text()
+
+
 def train_parser() -> argparse.ArgumentParser:
     """The parser of `labelattn train`, for tests that build its settings without running it."""
     parser = argparse.ArgumentParser()
-    train_module.add_arguments(parser)
+    train_arguments.add_arguments(parser)
     return parser
 
 
@@ -229,14 +244,14 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
     monkeypatch.chdir(tiny_csv.parent)
     parser = train_parser()
     out = tmp_path / "run"
-    first = train_module.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
+    first = train_settings.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
     fake_checkpoint(out, 10)
-    (out / train_module.SETTINGS_FILE).write_text(json.dumps(train_module.settings_of(first)))
+    (out / train_settings.SETTINGS_FILE).write_text(json.dumps(train_settings.settings_of(first)))
     again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
-    train_module.check_output_dir(train_module.resolve_defaults(parser.parse_args(again)))  # no error
-    other = train_module.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
-    with pytest.raises(train_module.TrainingError, match="other settings"):
-        train_module.check_output_dir(other)
+    train_settings.check_output_dir(train_settings.resolve_defaults(parser.parse_args(again)))  # no error
+    other = train_settings.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
+    with pytest.raises(train_settings.TrainingError, match="other settings"):
+        train_settings.check_output_dir(other)
 
 
 def fake_checkpoint(out: Path, step: int) -> Path:
@@ -410,12 +425,17 @@ def test_hundreds_of_classes_are_learnt_and_ranked(tmp_path):
 
 @pytest.mark.parametrize(
     "options",
-    [[], ["--no-freeze-embeddings", "--epochs", "5"], ["--freeze-embeddings", "--token-context-width", "0"]],
+    [
+        [],
+        ["--no-freeze-embeddings", "--epochs", "5"],
+        ["--freeze-embeddings", "--token-context-width", "0"],
+        ["--hierarchy-separator", ">", "--hierarchy-levels", "chapter,block,category"],
+    ],
 )
 def test_the_recorded_command_gives_the_same_settings(options):
     parser = train_parser()
     args = parser.parse_args(["--output-dir", "m", *options])
-    again = parser.parse_args(shlex.split(train_module.command_line(args))[2:])
+    again = parser.parse_args(shlex.split(train_arguments.command_line(args))[2:])
     assert vars(again) == vars(args)
 
 
@@ -425,10 +445,10 @@ def test_the_recorded_command_gives_the_same_settings(options):
 )
 def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     options = ["--output-dir", "m", "--hidden-size", "32", *options]
-    args = train_module.resolve_defaults(train_parser().parse_args(options))
-    model = train_module.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
+    args = train_settings.resolve_defaults(train_parser().parse_args(options))
+    model = train_model.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
     table = model.get_input_embeddings().weight
-    optimized = [p for group in train_module.optimizer_groups(model, args) for p in group["params"]]
+    optimized = [p for group in train_model.optimizer_groups(model, args) for p in group["params"]]
     assert table.requires_grad is not frozen
     assert any(p is table for p in optimized) is not frozen
     assert len(optimized) == sum(p.requires_grad for p in model.parameters())

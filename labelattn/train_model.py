@@ -1,0 +1,99 @@
+"""What a training run trains and how it feeds it: the tokenizer and the classifier the options name, the
+tokenized data loaders, and the optimizer's parameter groups."""
+
+import argparse
+from typing import TYPE_CHECKING
+
+from labelattn import backbones
+
+if TYPE_CHECKING:  # labelattn.data imports datasets: `labelattn --help` imports this module
+    from labelattn.data import Hierarchy
+
+
+def load_tokenizer(backbone: str):
+    """The MiniLM WordPiece tokenizer, or a local encoder's own tokenizer when its folder has one."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(backbones.tokenizer_path(backbone))
+
+
+def build_model(
+    args: argparse.Namespace,
+    label_names: list[str],
+    multi_label: bool,
+    vocab_size: int,
+    hierarchy: "Hierarchy | None" = None,
+):
+    """A new classifier for `label_names` on the backbone the options name; the hierarchy, if any, goes into its
+    config (PretrainedConfig keeps extra keyword arguments in config.json)."""
+    from configuration_labelattn import LabelAttnConfig
+    from labelattn.static_embeddings import initialise_embeddings
+    from modeling_labelattn import LabelAttnForSequenceClassification
+
+    common = dict(
+        id2label=dict(enumerate(label_names)),
+        label2id={name: i for i, name in enumerate(label_names)},
+        pooling=args.pooling,
+        num_attention_heads=args.num_attention_heads,
+        initializer_range=args.initializer_range,
+        classifier_dropout=args.classifier_dropout,
+        problem_type="multi_label_classification" if multi_label else "single_label_classification",
+    )
+    if hierarchy is not None:
+        ancestors = {name: list(hierarchy.ancestors[name]) for name in label_names}
+        common["label_hierarchy"] = {"levels": hierarchy.levels, "ancestors": ancestors}
+    if backbones.backbone_kind(args.backbone) == "embedding":
+        config = LabelAttnConfig(
+            vocab_size=vocab_size,
+            hidden_size=args.hidden_size,
+            token_context_width=args.token_context_width,
+            max_seq_length=args.max_length,
+            **common,
+        )
+        model = LabelAttnForSequenceClassification(config)
+        initialise_embeddings(model, args.embeddings)  # the vectors are in the saved weights: loading needs nothing
+    else:
+        model = LabelAttnForSequenceClassification.from_encoder(backbones.encoder_path(args.backbone), **common)
+    model.get_input_embeddings().weight.requires_grad_(not args.freeze_embeddings)
+    return model
+
+
+def tokenized_loaders(data, tokenizer, args: argparse.Namespace, max_length: int, seed: int):
+    """DataLoaders over the tokenized splits; the training one shuffles with its own generator, so that building
+    it (or resuming) never draws from the global random state that dropout uses."""
+    import torch
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorWithPadding
+
+    num_labels = len(data.label_names)
+
+    def encode(batch: dict) -> dict:
+        encoded = tokenizer(batch["text"], truncation=True, max_length=max_length)
+        if data.multi_label:  # class indices -> 0/1 targets (num_labels,)
+            encoded["labels"] = [[float(i in set(row)) for i in range(num_labels)] for row in batch["label"]]
+        else:
+            encoded["labels"] = batch["label"]
+        return encoded
+
+    tokenized = data.splits.map(encode, batched=True, remove_columns=["text", "label"])
+    collate = DataCollatorWithPadding(tokenizer)
+    loaders = {}
+    for split in tokenized:
+        shuffle = split == "train"
+        generator = torch.Generator().manual_seed(seed) if shuffle else None
+        loaders[split] = DataLoader(
+            tokenized[split], batch_size=args.batch_size, shuffle=shuffle, collate_fn=collate, generator=generator
+        )
+    return loaders
+
+
+def optimizer_groups(model, args: argparse.Namespace) -> list[dict]:
+    """A pretrained encoder learns slowly, the new head quickly; the embedding backbone is all new."""
+    encoder = model.labelattn.encoder
+    encoder_params = {id(p) for p in encoder.parameters()} if encoder is not None else set()
+    trained = [p for p in model.parameters() if p.requires_grad]  # not a frozen token table
+    groups = [
+        {"params": [p for p in trained if id(p) in encoder_params], "lr": args.learning_rate},
+        {"params": [p for p in trained if id(p) not in encoder_params], "lr": args.head_learning_rate},
+    ]
+    return [group for group in groups if group["params"]]

@@ -1,0 +1,126 @@
+"""A training run once set up: the options' data loaded, the model, optimizer, schedule and loaders prepared by
+Accelerate, and the progress that every checkpoint saves (`Training`)."""
+
+import argparse
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labelattn.run_events import RunEvents
+from labelattn.train_metrics import load_metrics
+from labelattn.train_model import build_model, optimizer_groups, tokenized_loaders
+
+
+def load_training_data(args: argparse.Namespace):
+    """The splits the data options name (`labelattn.data.load_data`, whose options are named alike)."""
+    from labelattn.data import load_data
+
+    return load_data(
+        args.data,
+        args.validation_data,
+        args.test_data,
+        text_column=args.text_column,
+        label_column=args.label_column,
+        label_separator=args.label_separator,
+        seed=args.split_seed,
+        hierarchy_separator=args.hierarchy_separator or "",
+        label_file=args.label_file,
+        hierarchy_levels=args.hierarchy_levels,
+    )
+
+
+@dataclass
+class Progress:
+    """Where the run is, saved with every checkpoint so that a resumed run skips exactly the batches consumed."""
+
+    epoch: int = 0
+    batches: int = 0  # batches consumed in `epoch`
+    steps: int = 0  # optimizer steps in all
+    launch: dict = field(default_factory=dict)  # `launch_of` the run: a resumed run must match it
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+@dataclass
+class Training:
+    """A run once set up: the prepared model, optimizer, schedule and loaders, and where the run is."""
+
+    args: argparse.Namespace
+    accelerator: Any
+    data: Any  # labelattn.data.LabelledData
+    tokenizer: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    loaders: dict  # split name -> prepared DataLoader
+    metrics: dict
+    steps_per_epoch: int
+    events: RunEvents  # called at the run's named points (labelattn.run_events)
+    progress: Progress = field(default_factory=Progress)
+
+    @property
+    def output_dir(self) -> Path:
+        return self.args.output_dir
+
+
+def make_accelerator(args: argparse.Namespace):
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    return Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        # The data order depends on the seed and the epoch only: a resumed run replays it.
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+    )
+
+
+def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
+    """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints."""
+    import torch
+    from accelerate.utils import set_seed
+    from transformers import get_linear_schedule_with_warmup
+
+    set_seed(args.seed)
+    model = build_model(args, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
+    max_length = min(args.max_length, model.config.max_seq_length)
+    loaders = tokenized_loaders(data, tokenizer, args, max_length, args.seed)
+    # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.
+    optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    # Each process gets every num_processes-th batch (the last ones padded to an even count).
+    steps_per_epoch = math.ceil(
+        math.ceil(len(loaders["train"]) / accelerator.num_processes) / args.gradient_accumulation_steps
+    )
+    total_steps = steps_per_epoch * args.epochs
+    # The prepared scheduler steps once per process at each optimizer step: count in those units. It is prepared
+    # in the same call as the model and optimizer, which DeepSpeed needs to take it over.
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer,
+        num_warmup_steps=round(args.warmup_ratio * total_steps) * accelerator.num_processes,
+        num_training_steps=total_steps * accelerator.num_processes,
+    )
+    model, optimizer, train_loader, validation_loader, test_loader, scheduler = accelerator.prepare(
+        model, optimizer, loaders["train"], loaders["validation"], loaders["test"], scheduler
+    )
+    run = Training(
+        args=args,
+        accelerator=accelerator,
+        data=data,
+        tokenizer=tokenizer,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loaders={"train": train_loader, "validation": validation_loader, "test": test_loader},
+        metrics=load_metrics(data.multi_label),
+        steps_per_epoch=steps_per_epoch,
+        events=RunEvents.from_env(accelerator.process_index),
+    )
+    accelerator.register_for_checkpointing(run.progress)
+    accelerator.register_save_state_pre_hook(lambda *_: run.events("save_state", step=run.progress.steps))
+    return run
