@@ -147,10 +147,6 @@ class Explanation:
         """The whole text as `(piece, score)`, the value of Gradio's `HighlightedText` (`views.segments`)."""
         return views.segments(self)
 
-    def to_highlighted_text(self) -> list[tuple[str, float | None]]:
-        """The value of a `gradio.HighlightedText` component (see `segments`)."""
-        return self.segments()
-
     def to_html(self) -> "views.HTML":
         """This explanation as a one-row table of `views.to_html` (words on green or red, scores on hover)."""
         return views.to_html(self)

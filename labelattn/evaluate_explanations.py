@@ -103,17 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelerate import PartialState
-    from accelerate.utils import gather_object, parse_flag_from_env
+    from accelerate.utils import gather_object
 
     from explainers import get_explainer, load_classifier
     from explainers.faithfulness import check_settings
+    from labelattn.processes import process_state
 
-    # PartialState: the process layout of `accelerate launch` (or one process), without the training machinery
-    # of Accelerator, whose settings (mixed precision, ...) could clash with another Accelerator in the process.
-    # It reads ACCELERATE_USE_CPU only when told to, as Accelerator does: without it, two CPU processes would each
-    # run alone on every text.
-    accelerator = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))
+    accelerator = process_state()
     percentages = list(check_settings(_percentages(args.percentages), args.removal, args.batch_size))
     if args.n_texts < 1:
         raise ValueError(f"--n-texts must be at least 1, got {args.n_texts}.")

@@ -89,6 +89,14 @@ def add_model_options(group: DeclaredGroup) -> None:
     )
     group.add_argument("--pooling", choices=["label_attention", "mean"], default="label_attention")
     group.add_argument(
+        "--label-descriptions",
+        action="store_true",
+        default=None,  # not False: the settings of runs made before the option still match
+        help="Start each class's label-attention query from its description (the built-in many-class data sets "
+        "and --label-file give them; the class name otherwise) rather than at random: the query becomes the key "
+        "of the description's mean token vector. See docs/many-classes.md.",
+    )
+    group.add_argument(
         "--hidden-size",
         type=int,
         default=384,

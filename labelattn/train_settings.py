@@ -37,6 +37,8 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if args.freeze_embeddings is None:
         args.freeze_embeddings = kind == "embedding" and args.embeddings != "random"
     check_numbers(args)
+    if args.label_descriptions and args.pooling != "label_attention":
+        raise TrainingError("--label-descriptions starts label-attention queries: drop it, or --pooling mean.")
     if not backbones.is_backbone(args.backbone):
         raise TrainingError(backbones.unknown_backbone_message(args.backbone))
     return args

@@ -87,8 +87,12 @@ def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
     from accelerate.utils import set_seed
     from transformers import get_linear_schedule_with_warmup
 
+    from labelattn.label_queries import start_queries_from_descriptions
+
     set_seed(args.seed)
     model = build_model(args, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
+    if args.label_descriptions:
+        start_queries_from_descriptions(model, tokenizer, data.descriptions or {})
     max_length = min(args.max_length, model.config.max_seq_length)
     loaders = tokenized_loaders(data, tokenizer, args, max_length, args.seed)
     # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.

@@ -386,7 +386,7 @@ def test_text_pairs(family, classifiers):
     )
     assert exp.word_segments == sorted(exp.word_segments) and set(exp.word_segments) == {0, 1}
     assert_words_cover_the_text(exp)
-    pieces = exp.to_highlighted_text()
+    pieces = exp.segments()
     assert "".join(piece for piece, _ in pieces) == PAIR[0] + "\n\n" + PAIR[1]
     assert [piece for piece, value in pieces if value is not None] == exp.words
     item = tokenize(tokenizer, [PAIR], 64)[0]

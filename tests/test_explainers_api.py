@@ -322,7 +322,7 @@ def test_words_spans_and_views(method, model, tokenizer):
     assert data["words"] == exp.words and data["spans"] == [list(s) for s in exp.spans]
     assert data["method"] == method and data["target_label"] == exp.target_label
 
-    pieces = exp.to_highlighted_text()
+    pieces = exp.segments()
     assert "".join(piece for piece, _ in pieces) == TEXT
     values = [value for _, value in pieces if value is not None]
     assert len(values) == len(exp.words)

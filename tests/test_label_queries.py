@@ -14,9 +14,11 @@ def test_each_query_becomes_the_key_of_its_description(tokenizer):
     assert described == 2
     head = model.labelattn.label_attention
     texts = ["animals and plants", "class_1", "dates in the calendar"]  # class_1 has no description: its name
-    keys = head.key(description_vectors(model, tokenizer, texts))
-    queries = head.query(head.label_embeddings)
-    assert torch.allclose(queries, keys, atol=1e-4 * keys.abs().max().item())
+    keys = head.key(description_vectors(model, tokenizer, texts)) - head.query.bias
+    queries = head.query(head.label_embeddings) - head.query.bias
+    assert torch.allclose(torch.cosine_similarity(queries, keys, dim=1), torch.ones(3), atol=1e-4)
+    lengths = head.label_embeddings.norm(dim=1)  # the random start's length, 0.1 × √32 in make_model's config
+    assert torch.allclose(lengths, torch.full((3,), model.config.initializer_range * 32**0.5), rtol=1e-4)
 
 
 @pytest.mark.parametrize("backbone", ["embedding", "context"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_model
+from conftest import float32_rounding, make_model
 from transformers import AutoModel
 
 from configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
@@ -340,8 +340,10 @@ def test_contributions_are_the_same_after_save_and_reload(backbone, pooling, tok
         **batch, output_label_contributions=True
     )
     assert_scale(before.logits)
-    assert torch.equal(after.label_contributions, before.label_contributions)
-    assert torch.equal(after.label_contribution_bias, before.label_contribution_bias)
+    # Not bit-equal: a reloaded weight may sit in memory otherwise and take another kernel's rounding.
+    tolerance = float32_rounding(model, before.logits)
+    assert torch.allclose(after.label_contributions, before.label_contributions, rtol=0, atol=tolerance)
+    assert torch.allclose(after.label_contribution_bias, before.label_contribution_bias, rtol=0, atol=tolerance)
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def nli_pairs(tokenizer, texts: list[str]) -> tuple[dict, torch.Tensor]:
     return tokenizer(first, second, padding=True, return_tensors="pt"), torch.tensor(classes)
 
 
-def train_nli(tokenizer, steps: int = 150) -> BertForSequenceClassification:
+def train_nli(tokenizer, steps: int = 150, max_rounds: int = 4) -> BertForSequenceClassification:
     """A 2-layer BERT trained on the planted pairs until it gets every held-out pair right. The word embeddings stay
     as initialised: random vectors of one scale tell the words apart, and trained ones grow for the planted words,
     which shrinks their gradients through the LayerNorm that follows (saliency then ranks them lower)."""
@@ -65,20 +65,25 @@ def train_nli(tokenizer, steps: int = 150) -> BertForSequenceClassification:
     )
     model = BertForSequenceClassification(config)
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
-    texts = nli_texts(32 * steps, seed=1)
-    model.train()
-    for step in range(steps):
-        inputs, classes = nli_pairs(tokenizer, texts[32 * step : 32 * (step + 1)])
-        loss = model(**inputs, labels=classes).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    inputs, classes = nli_pairs(tokenizer, nli_texts(64, seed=7))
-    with torch.no_grad():
-        accuracy = (model(**inputs).logits.argmax(-1) == classes).float().mean().item()
-    assert accuracy == 1.0, f"the NLI model did not learn its rule ({accuracy:.3f})"
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)  # 3e-3 oscillates
+    held_out = nli_pairs(tokenizer, nli_texts(64, seed=7))
+    # Rounds of `steps` steps until every held-out pair is right: the same seed ends a few steps apart on machines
+    # whose float kernels round differently, so a fixed step count would pass on one and fail on another.
+    for round_ in range(max_rounds):
+        texts = nli_texts(32 * steps, seed=1 + round_)
+        model.train()
+        for step in range(steps):
+            inputs, classes = nli_pairs(tokenizer, texts[32 * step : 32 * (step + 1)])
+            loss = model(**inputs, labels=classes).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(**held_out[0]).logits.argmax(-1) == held_out[1]).float().mean().item()
+        if accuracy == 1.0:
+            break
+    assert accuracy == 1.0, f"the NLI model did not learn its rule in {max_rounds * steps} steps ({accuracy:.3f})"
     return model
 
 

@@ -366,7 +366,7 @@ class Endpoints:
         probabilities = backend.predict(given)  # the page shows them; they also name the predicted class
         wanted = target_of(target, contrast, lambda: max(probabilities, key=probabilities.get))
         exp = backend.explain(given, method, wanted, **backend.cost_options(method, costs))
-        return probabilities, exp.to_highlighted_text(), details_markdown(exp, backend), exp.to_dict()
+        return probabilities, exp.segments(), details_markdown(exp, backend), exp.to_dict()
 
     @user_errors
     def heatmap(self, text: str, text_pair: str | None = None) -> Figure:
@@ -405,7 +405,7 @@ class Endpoints:
         note = f"**{asked}**" + (f" ({', '.join(alone)}: why {wanted[0]} alone.)" if alone else "")
         if any(exp.truncated for exp in explained.values()):
             note += "\n\n" + truncation_warning(backend)
-        return [note, *(explained[m].to_highlighted_text() if m in explained else None for m in backend.methods)]
+        return [note, *(explained[m].segments() if m in explained else None for m in backend.methods)]
 
     def predicted_label(self, given: str | tuple[str, str]) -> str:
         probabilities = self.backend.predict(given)

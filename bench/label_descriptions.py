@@ -1,0 +1,83 @@
+"""Label-attention queries started from the class descriptions against a random start, on the classes with few rows.
+
+    python bench/label_descriptions.py                                  # trec-fine, seeds 0 1 2
+    python bench/label_descriptions.py --data icd10-cm --seeds 0 --epochs 1
+
+Trains the default model with `labelattn train` (a subprocess, defaults but for `--data`, `--seed`, `--epochs`),
+once as it is and once with `--label-descriptions`, into models/bench/, and scores each saved model on the test
+split: accuracy and macro-F1 overall, and accuracy on the test rows whose class has at most `--few` training rows
+(the classes a random query has least to learn from), averaged over the seeds. Prints one markdown table.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+from sklearn.metrics import f1_score
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from labelattn.data import load_data
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTS = {"random start": [], "from descriptions": ["--label-descriptions"]}
+
+
+def train(data: str, seed: int, epochs: int | None, extra: list[str]) -> Path:
+    folder = ROOT / "models" / "bench" / f"{data}-{'descriptions' if extra else 'random'}-{seed}"
+    command = [sys.executable, "-m", "labelattn", "train", "--data", data, "--seed", str(seed), *extra]
+    command += ["--epochs", str(epochs)] if epochs else []
+    subprocess.run([*command, "--output-dir", str(folder), "--overwrite"], check=True, env={**os.environ})
+    return folder
+
+
+@torch.no_grad()
+def predictions(folder: Path, texts: list[str], batch_size: int = 256) -> list[int]:
+    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    predicted = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, return_tensors="pt")
+        batch.pop("token_type_ids", None)
+        predicted += model(**batch).logits.argmax(-1).tolist()
+    return predicted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="trec-fine")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=None, help="default: labelattn train's")
+    parser.add_argument("--few", type=int, default=5, help="a class with at most this many training rows is few")
+    args = parser.parse_args()
+
+    data = load_data(args.data)
+    counts = Counter(data.splits["train"]["label"])
+    test = data.splits["test"]
+    labels = test["label"]
+    few = [i for i, label in enumerate(labels) if counts[label] <= args.few]
+    print(f"{args.data}: {len(labels)} test rows, {len(few)} of classes with <= {args.few} training rows")
+    rows = []
+    for name, extra in STARTS.items():
+        scores = {"accuracy": [], "macro_f1": [], "few": []}
+        for seed in args.seeds:
+            predicted = predictions(train(args.data, seed, args.epochs, extra), test["text"])
+            right = [p == t for p, t in zip(predicted, labels, strict=True)]
+            scores["accuracy"].append(sum(right) / len(right))
+            scores["macro_f1"].append(f1_score(labels, predicted, average="macro"))
+            scores["few"].append(sum(right[i] for i in few) / max(len(few), 1))
+        rows.append((name, *(statistics.mean(values) for values in scores.values())))
+    few_column = f"accuracy, classes with ≤ {args.few} training rows ({len(few)} test rows)"
+    print(f"\n| start | accuracy | macro-F1 | {few_column} |")
+    print("|---|---|---|---|")
+    for name, accuracy, macro_f1, few_accuracy in rows:
+        print(f"| {name} | {accuracy:.4f} | {macro_f1:.4f} | {few_accuracy:.4f} |")
+    print(f"\n(mean of seeds {args.seeds})")
+
+
+if __name__ == "__main__":
+    main()
