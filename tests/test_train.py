@@ -204,6 +204,18 @@ def test_a_hierarchy_is_saved_in_the_config_and_scored_at_its_upper_level(tmp_pa
     assert "kingdom-accuracy" in (out / "README.md").read_text()
 
 
+def test_label_descriptions_from_a_label_file_start_the_queries(tmp_path):
+    rows = planted_rows(120)
+    data, out = write_csv(tmp_path / "rows.csv", rows), tmp_path / "model"
+    names = sorted({row["label"] for row in rows})
+    labels = tmp_path / "labels.csv"
+    labels.write_text("label,description\n" + "".join(f"{name},texts about {name}s\n" for name in names))
+    options = ["--label-file", labels, "--label-descriptions", "--epochs", "1"]
+    result = train("--data", data, *TINY, *options, "--output-dir", out)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "training_args.json").read_text())["label_descriptions"] is True
+
+
 def train_parser() -> argparse.ArgumentParser:
     """The parser of `labelattn train`, for tests that build its settings without running it."""
     parser = argparse.ArgumentParser()
@@ -290,6 +302,7 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),
         (["--token-context-width", "2"], "--token-context-width must be 0 (none) or an odd width such as 3, got 2"),
+        (["--label-descriptions", "--pooling", "mean"], "--label-descriptions starts label-attention queries"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],
