@@ -184,17 +184,13 @@ def run(args: argparse.Namespace) -> int:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
-    from .corpus import check_columns, explain_job
-    from .corpus_command import check_output, load_corpus, model_and_tokenizer, output_path, run_to_file
+    from .corpus import explain_job
+    from .corpus_command import open_corpus_run, run_to_file
     from .processes import process_state
     from .summarize import write_summary
 
-    output = output_path(args, "explanations", f"-{args.method}")
-    check_output(output, args.data, args.overwrite)
     asked = request(args)
-    dataset = load_corpus(args.data, args.split)
-    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
-    model, tokenizer = model_and_tokenizer(args)
+    output, dataset, model, tokenizer = open_corpus_run(args, "explanations", f"-{args.method}")
     job = explain_job(
         model,
         tokenizer,

@@ -31,14 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .corpus import check_columns, predict_job
-    from .corpus_command import check_output, load_corpus, model_and_tokenizer, output_path, run_to_file
+    from .corpus import predict_job
+    from .corpus_command import open_corpus_run, run_to_file
 
-    output = output_path(args, "predictions", "")
-    check_output(output, args.data, args.overwrite)
-    dataset = load_corpus(args.data, args.split)
-    check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
-    model, tokenizer = model_and_tokenizer(args)
+    output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")
     job = predict_job(
         model,
         tokenizer,
