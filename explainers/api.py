@@ -13,6 +13,7 @@ from .base import METHODS, get_explainer, predict_logits, probabilities
 from .checks import check_count, check_max_length
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
+from .loading import class_names
 from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .options import cost_option
 from .targets import Target
@@ -88,11 +89,10 @@ def predict(
     check_finite_logits(logits)
     if owners is not None:
         logits = mean_by_text(logits, owners, len(texts))
-    id2label = {int(k): v for k, v in model.config.id2label.items()}
     return Predictions(
         probabilities=probabilities(model, logits).float().cpu(),
         truncated=[item.truncated for item in items] if owners is None else [False] * len(texts),
-        labels=[id2label[i] for i in range(logits.shape[-1])],
+        labels=class_names(model.config),
     )
 
 

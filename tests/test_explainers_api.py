@@ -405,3 +405,18 @@ def test_cli_examples_from_the_default_data_set(saved_model, capsys):
 def test_cli_errors(argv, message, saved_model, capsys):
     assert main([a.replace("{model}", str(saved_model)) for a in argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "id2label, expected",
+    [({0: "A", 1: "A", 2: "B"}, "several classes one name"), ({0: "A", 1: "B", 5: "C"}, "has no name")],
+)
+def test_a_model_built_in_python_with_a_bad_label_map_is_refused_as_a_loaded_one(tokenizer, id2label, expected):
+    from explainers.loading import LoadError
+
+    model = make_model("embedding", num_labels=3)
+    model.config.id2label = id2label
+    with pytest.raises(LoadError, match=expected):
+        explain(model, tokenizer, "a text", method="saliency")
+    with pytest.raises(LoadError, match=expected):
+        predict(model, tokenizer, ["a text"])
