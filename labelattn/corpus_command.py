@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help
 
 FORMATS = (".parquet", ".jsonl", ".csv")
 DATA_HELP = (
-    "a built-in data set (trec, bbc-news: every row, or --split), a .csv, .jsonl or .parquet file, or a folder "
-    "saved by datasets (save_to_disk)"
+    "a built-in data set (trec, trec-fine, bbc-news, icd10-cm: every row, or --split), a .csv, .jsonl or .parquet "
+    "file, or a folder saved by datasets (save_to_disk)"
 )
 
 

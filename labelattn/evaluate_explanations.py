@@ -40,7 +40,10 @@ BASELINE = "random"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="Any text classifier: a local folder or a cached Hub id.")
-    parser.add_argument("data", help="A built-in data set (trec, bbc-news), or a CSV / JSONL file / datasets folder.")
+    parser.add_argument(
+        "data",
+        help="A built-in data set (trec, trec-fine, bbc-news, icd10-cm), or a CSV / JSONL file / datasets folder.",
+    )
     parser.add_argument(
         "--methods",
         default="all",

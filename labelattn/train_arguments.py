@@ -43,7 +43,8 @@ def add_data_options(group: DeclaredGroup) -> None:
     group.add_argument(
         "--data",
         default="trec",
-        help="A built-in data set (trec, bbc-news) or the training data: a .csv, a .jsonl or a datasets folder "
+        help="A built-in data set (trec, trec-fine, bbc-news, icd10-cm: docs/many-classes.md) or the training "
+        "data: a .csv, a .jsonl or a datasets folder "
         "(default: trec). Splits not given are held out of it, stratified: 10%% validation, 10%% test.",
     )
     group.add_argument("--validation-data", help="Validation rows (.csv, .jsonl or a datasets folder).")
