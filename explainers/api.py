@@ -13,7 +13,7 @@ from .base import METHODS, get_explainer, predict_logits, probabilities
 from .checks import check_count, check_max_length
 from .errors import ExplainerError, MethodError
 from .explanation import Explanation
-from .loading import class_names
+from .loading import label_names
 from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .options import cost_option
 from .targets import Target
@@ -92,7 +92,7 @@ def predict(
     return Predictions(
         probabilities=probabilities(model, logits).float().cpu(),
         truncated=[item.truncated for item in items] if owners is None else [False] * len(texts),
-        labels=class_names(model.config),
+        labels=label_names(model.config),
     )
 
 

@@ -15,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from .checks import check_count, check_max_length, check_target_choice
 from .errors import MethodError
 from .explanation import Explanation
-from .loading import class_names
+from .loading import label_names
 from .models import (
     baseline_token_id,
     check_finite_logits,
@@ -155,7 +155,7 @@ class Explainer:
         self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        self.id2label = dict(enumerate(class_names(model.config)))  # a built model's map checked as a loaded one's
+        self.id2label = dict(enumerate(label_names(model.config)))  # a built model's map checked as a loaded one's
         self.baseline_id = baseline_token_id(tokenizer)
 
     @classmethod

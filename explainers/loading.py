@@ -213,6 +213,13 @@ def class_names(config: PretrainedConfig, where: str = "The model's config") -> 
             "one class of probability 1 for every text. Give a classifier with one output per class "
             "(num_labels ≥ 2)."
         )
+    return label_names(config, where)
+
+
+def label_names(config: PretrainedConfig, where: str = "The model's config") -> list[str]:
+    """The name of each output, by index, refused as in `class_names` for a map that would mislabel them, but
+    for any number of outputs: what a classifier built in Python is checked by (a zero-shot classifier over one
+    candidate label has one output, its yes/no)."""
     try:
         id2label = {int(index): name for index, name in config.id2label.items()}
     except (TypeError, ValueError):
