@@ -370,8 +370,9 @@ class Endpoints:
 
     @user_errors
     def heatmap(self, text: str, text_pair: str | None = None) -> Figure:
-        """The label-attention weights of the most probable classes on every word (a Figure of its own: pyplot's
-        global state is not safe across the server's threads)."""
+        """Label attention's signed terms (each word's exact share of each class's centered logit) for the most
+        probable classes (a Figure of its own: pyplot's global state is not safe across the server's threads); the
+        weights alone are the method `label_attention_weights` of the method list."""
         top_k = min(len(self.backend.labels), TOP_CLASSES)
         return plot(self.backend.explain(model_input(text, text_pair), "label_attention", top_k=top_k))
 
