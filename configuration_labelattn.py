@@ -57,6 +57,11 @@ class LabelAttnConfig(PretrainedConfig):
             layer with one row per class (the baseline the label attention is compared with).
         num_attention_heads (`int`, *optional*, defaults to 4):
             Heads of the label attention; `hidden_size` must be divisible by it.
+        attention_key_size (`int`, *optional*):
+            Width of each head's queries and keys (default: `hidden_size / num_attention_heads`, the width of its
+            values). Comparing every class's query with every token's key costs `classes × tokens × heads ×
+            attention_key_size` multiply-adds, the head's main cost at thousands of classes; a narrower key makes
+            it cheaper and leaves the values (what a class vector is made of) whole.
         embedding_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the token vectors before pooling.
         attention_dropout (`float`, *optional*, defaults to 0.0):
@@ -99,6 +104,7 @@ class LabelAttnConfig(PretrainedConfig):
     max_seq_length: int = 512
     pooling: str = "label_attention"
     num_attention_heads: int = 4
+    attention_key_size: int | None = None
     embedding_dropout: float = 0.1
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
@@ -134,6 +140,13 @@ class LabelAttnConfig(PretrainedConfig):
         for name in ("vocab_size", "hidden_size", "max_seq_length", "num_attention_heads"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise LabelAttnConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}.")
+        if self.attention_key_size is not None and (
+            not isinstance(self.attention_key_size, int) or self.attention_key_size < 1
+        ):
+            raise LabelAttnConfigError(
+                f"attention_key_size must be a positive integer or None (the values' width), got "
+                f"{self.attention_key_size!r}."
+            )
         for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise LabelAttnConfigError(f"{name} is a probability in [0, 1), got {getattr(self, name)!r}.")

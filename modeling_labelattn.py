@@ -122,8 +122,9 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
 class LabelAttention(nn.Module):
     """Multi-head cross-attention from one learned query per class to the tokens.
 
-    `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, heads of size `d / n_h`,
-    `softmax(Q K^T / sqrt(d_h))` with padding masked to -inf, heads concatenated and projected by `W_O`.
+    `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, value heads of size
+    `d_h = d / n_h` and query/key heads of size `d_k` (`config.attention_key_size`, `d_h` by default),
+    `softmax(Q K^T / sqrt(d_k))` with padding masked to -inf, heads concatenated and projected by `W_O`.
 
     Given the scoring layer `w` that a classifier shares between the classes (`readout`), the head returns each
     class's score instead of its vector: `w·(W_O c + b_O) = (w W_O)·c + w·b_O` is linear in the heads' contexts `c`,
@@ -147,18 +148,19 @@ class LabelAttention(nn.Module):
     def __init__(self, config: LabelAttnConfig):
         super().__init__()
         self.num_heads = config.num_attention_heads
-        self.head_size = config.hidden_size // config.num_attention_heads
+        self.head_size = config.hidden_size // config.num_attention_heads  # of the values
+        self.key_size = config.attention_key_size or self.head_size  # of the queries and keys
         self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, config.hidden_size))
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
+        self.key = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.output = nn.Linear(config.hidden_size, config.hidden_size)
         # Its output is the weight tensor that multiplies the values: a forward hook here sees and can change it.
         self.attention_dropout = nn.Dropout(config.attention_dropout)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """`(..., n, d)` -> `(..., heads, n, d / heads)`."""
-        return x.unflatten(-1, (self.num_heads, self.head_size)).transpose(-2, -3)
+        """`(..., n, heads × size)` -> `(..., heads, n, size)` (queries and keys, or values)."""
+        return x.unflatten(-1, (self.num_heads, -1)).transpose(-2, -3)
 
     def forward(
         self,
@@ -239,19 +241,22 @@ class LabelAttention(nn.Module):
         self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
     ) -> torch.Tensor:
         """The weights `(batch, heads, labels, seq)`, 0 on padding, as they leave `attention_dropout`."""
-        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
-        scores = self._split_heads(queries) @ keys.transpose(-1, -2) / math.sqrt(self.head_size)
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_k)
+        scores = self._split_heads(queries) @ keys.transpose(-1, -2) / math.sqrt(self.key_size)
         weights = torch.softmax(scores.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
         return self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
 
     def _folds_projections(self, batch_size: int, seq_len: int) -> bool:
-        """Whether `_folded` costs fewer multiply-adds than `_fused`: folding `W_K` into the queries (`labels × d²`),
-        `heads` times wider attention products, values per class (`batch × labels × d²`), against the key and value
-        projections of every token (`2 × tokens × d²`) and the attention products."""
+        """Whether `_folded` costs fewer multiply-adds than `_fused`: folding `W_K` into the queries
+        (`labels × keys × d`, `keys = heads × d_k`), `heads` times wider attention products, values per class
+        (`batch × labels × d²`), against the key and value projections of every token (`tokens × (keys + d) × d`)
+        and the attention products."""
         labels, hidden = self.label_embeddings.shape
-        tokens = batch_size * seq_len
-        fused = 2 * tokens * hidden * (hidden + labels)
-        folded = (1 + batch_size) * labels * hidden**2 + 2 * tokens * self.num_heads * labels * hidden
+        tokens, keys = batch_size * seq_len, self.num_heads * self.key_size
+        fused = tokens * (keys + hidden) * (hidden + labels)
+        folded = (
+            labels * keys * hidden + batch_size * labels * hidden**2 + 2 * tokens * self.num_heads * labels * hidden
+        )
         return folded < fused
 
     def _folded(
@@ -270,15 +275,15 @@ class LabelAttention(nn.Module):
         `Σ_j a_j (W_V,h x_j + b_V,h) = W_V,h (Σ_j a_j x_j) + b_V,h`. (The softmax ignores `q_h·b_K,h`, constant over
         the tokens, but it is kept: every parameter then takes part, as DDP requires, with its true gradient 0.)
         """
-        labels, hidden = queries.shape
+        labels, hidden = queries.shape[0], hidden_states.shape[-1]
         outputs = out_weight.shape[0]
-        heads, head_size = self.num_heads, self.head_size
-        key_maps = self.key.weight.view(heads, head_size, hidden)  # W_K,h
+        heads, head_size, key_size = self.num_heads, self.head_size, self.key_size
+        key_maps = self.key.weight.view(heads, key_size, hidden)  # W_K,h
         value_maps = self.value.weight.view(heads, head_size, hidden)  # W_V,h
         # q_h W_K,h for every class and head, in (class, head) order to match the contexts below.
-        head_queries = queries.view(labels, heads, head_size) / math.sqrt(head_size)
+        head_queries = queries.view(labels, heads, key_size) / math.sqrt(key_size)
         folded_queries = torch.einsum("thk,hkd->thd", head_queries, key_maps).reshape(labels * heads, hidden)
-        key_bias_terms = (head_queries * self.key.bias.view(heads, head_size)).sum(-1).flatten()  # q_h·b_K,h
+        key_bias_terms = (head_queries * self.key.bias.view(heads, key_size)).sum(-1).flatten()  # q_h·b_K,h
         scores = nn.functional.linear(hidden_states, folded_queries, key_bias_terms)  # (batch, seq, labels * heads)
         weights = torch.softmax(scores.masked_fill(~visible[:, :, None], float("-inf")), dim=1)
         context = torch.bmm(weights.transpose(1, 2), value_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
@@ -312,11 +317,11 @@ class LabelAttention(nn.Module):
         token_biases = (head_readouts * self.value.bias.view(heads, head_size)).sum(-1)
         token_scores = nn.functional.linear(value_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
         # Every text's keys side by side, so that `Q K^T` is one product per head and block of classes.
-        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
+        keys = self.key(hidden_states).view(batch_size * seq_len, heads, self.key_size).permute(1, 2, 0)
         padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
         block = max(1, self.block_elements // (heads * batch_size * seq_len))
         class_scores = []
-        for block_queries in (self._split_heads(queries) / math.sqrt(head_size)).split(block, dim=1):
+        for block_queries in (self._split_heads(queries) / math.sqrt(self.key_size)).split(block, dim=1):
             scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
             weighted = torch.softmax(scores, dim=-1) * token_scores[:, None]  # (heads, block, batch, seq)
             class_scores.append(weighted.sum((0, 3)))  # (block, batch); 2-3x faster than einsum's permuting copy
@@ -371,8 +376,8 @@ class LabelAttention(nn.Module):
         """A function giving, each time it is called, `(first class, weights (heads, block, batch, seq))` for one
         block of classes after another: the weights of thousands of classes are never held at once."""
         batch_size, seq_len, _ = hidden_states.shape
-        heads, head_size = self.num_heads, self.head_size
-        keys = self.key(hidden_states).view(batch_size * seq_len, heads, head_size).permute(1, 2, 0)
+        heads, key_size = self.num_heads, self.key_size
+        keys = self.key(hidden_states).view(batch_size * seq_len, heads, key_size).permute(1, 2, 0)
         padding = torch.zeros(batch_size, seq_len, device=keys.device, dtype=keys.dtype).masked_fill(
             ~visible, float("-inf")
         )
@@ -380,7 +385,7 @@ class LabelAttention(nn.Module):
 
         def blocks():
             for start in range(0, queries.shape[0], size):
-                block_queries = self._split_heads(queries[start : start + size]) / math.sqrt(head_size)
+                block_queries = self._split_heads(queries[start : start + size]) / math.sqrt(key_size)
                 scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
                 yield start, torch.softmax(scores, dim=-1)
 
@@ -396,18 +401,18 @@ class LabelAttention(nn.Module):
         out_bias: torch.Tensor,
     ) -> torch.Tensor:
         """Outputs `(batch, labels, outputs)` from the fused kernel, one block of classes at a time."""
-        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_h)
-        values = self._split_heads(self.value(value_states))
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_k)
+        values = self._split_heads(self.value(value_states))  # (batch, heads, seq, d_h)
         batch_size, hidden = hidden_states.shape[0], hidden_states.shape[-1]
         block = max(1, self.block_elements // (batch_size * hidden))
         outputs = []
-        for block_queries in self._split_heads(queries).split(block, dim=1):  # (heads, block, d_h)
+        for block_queries in self._split_heads(queries).split(block, dim=1):  # (heads, block, d_k)
             context = nn.functional.scaled_dot_product_attention(
                 block_queries.expand(batch_size, -1, -1, -1),
                 keys,
                 values,
                 attn_mask=visible[:, None, None, :],
-                scale=1 / math.sqrt(self.head_size),
+                scale=1 / math.sqrt(self.key_size),
             )  # (batch, heads, block, d_h)
             outputs.append(nn.functional.linear(context.transpose(1, 2).flatten(-2), out_weight, out_bias))
         return torch.cat(outputs, dim=1)

@@ -36,15 +36,20 @@ def train(data: str, seed: int, epochs: int | None, extra: list[str]) -> Path:
 
 
 @torch.no_grad()
-def predictions(folder: Path, texts: list[str], batch_size: int = 256) -> list[int]:
+def top_classes(folder: Path, texts: list[str], k: int = 1, batch_size: int = 256) -> tuple[list[list[int]], list[str]]:
+    """The `k` most probable class indices of each text by the saved model in `folder`, and its class names."""
     model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    predicted = []
+    top = []
     for start in range(0, len(texts), batch_size):
         batch = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, return_tensors="pt")
         batch.pop("token_type_ids", None)
-        predicted += model(**batch).logits.argmax(-1).tolist()
-    return predicted
+        top += model(**batch).logits.topk(k, dim=-1).indices.tolist()
+    return top, [model.config.id2label[i] for i in range(model.config.num_labels)]
+
+
+def predictions(folder: Path, texts: list[str]) -> list[int]:
+    return [best[0] for best in top_classes(folder, texts)[0]]
 
 
 def main() -> None:

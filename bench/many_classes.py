@@ -190,7 +190,10 @@ def table(data: LabelledData, rows: list[tuple[str, dict[str, float], float | No
 
 def goal(rows: list[tuple[str, dict[str, float], float | None, float, str]], anchors: list[str]) -> str:
     """The best anchor's top-1 error, and the accuracy a model needs for an error of at most 0.75 times it."""
-    best = min((1 - score["accuracy"], name) for name, score, *_ in rows if name in anchors)
+    errors = [(1 - score["accuracy"], name) for name, score, *_ in rows if name in anchors]
+    if not errors:
+        return "No anchor in this run (--systems gave none)."
+    best = min(errors)
     return (
         f"Best anchor: {best[1]}, top-1 error {best[0]:.4f}; 0.75× that error is {0.75 * best[0]:.4f}, "
         f"i.e. top-1 accuracy ≥ {1 - 0.75 * best[0]:.4f}."
@@ -200,7 +203,7 @@ def goal(rows: list[tuple[str, dict[str, float], float | None, float, str]], anc
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", nargs="+", default=["trec", "trec-fine"], help="built-in data sets")
-    parser.add_argument("--systems", nargs="+", default=["fasttext", "fasttext-char", "tfidf"], choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="*", default=["fasttext", "fasttext-char", "tfidf"], choices=SYSTEMS)
     parser.add_argument("--autotune-seconds", type=int, default=60, help="fastText autotune's search time")
     parser.add_argument("--model", nargs="*", default=[], type=Path, help="saved models to score (one data set)")
     parser.add_argument("--train", nargs="*", default=[], help="`labelattn train` options to train and score")

@@ -119,6 +119,12 @@ def model_card(
         if record["held_out"]
         else "Each split came from its own file."
     )
+    if record.get("untrained_classes"):
+        untrained = ", ".join(f"`{name}`" for name in record["untrained_classes"])
+        held_out += (
+            f"\n\nNo training row has the class(es) {untrained}: their label-attention queries were made from their "
+            "descriptions (`--label-descriptions`)."
+        )
     example = data.splits["test"][0]["text"][:200]
     body = f"""
 # {name}

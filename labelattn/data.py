@@ -459,8 +459,9 @@ def _label_names(value) -> list[str]:
     return [str(v).strip() for v in values if v is not None and str(v).strip()]
 
 
-def _check(raw: dict[str, RawSplit], multi_label: bool) -> list[str]:
-    """Every row has a text and a label, the training data has 2+ classes and covers every label: the class names."""
+def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = ()) -> tuple[list[str], list[str]]:
+    """Every row has a text and a label, the training data has 2+ classes and, with the `described` classes
+    (which may have no training row), covers every label: the class names, and those without training rows."""
     for part in raw.values():
         for i, (text, label) in enumerate(zip(part.texts, part.labels, strict=True)):
             if not isinstance(text, str) or not text.strip():
@@ -473,16 +474,18 @@ def _check(raw: dict[str, RawSplit], multi_label: bool) -> list[str]:
         raise DataError(
             f"{train.origin}: the training data has a single class {names}; a classifier needs at least two."
         )
-    known = set(names)
+    untrained = sorted(set(described) - set(names), key=_natural_key)
+    known = set(names) | set(untrained)
     for part in raw.values():
         for i, label in enumerate(part.labels):
             unseen = [n for n in _label_names(label) if n not in known]
             if unseen:
                 raise DataError(
                     f"{part.where(i)}: label {unseen[0]!r} never occurs in the training data (its classes: "
-                    f"{_some(names)}); the model cannot learn it: fix the label or add training rows with it."
+                    f"{_some(names)}); the model cannot learn it: fix the label, add training rows with it, or "
+                    "describe it in a --label-file and train with --label-descriptions."
                 )
-    return names
+    return sorted(known, key=_natural_key), untrained
 
 
 def _natural_key(name: str) -> tuple:
@@ -646,6 +649,7 @@ def load_data(
     hierarchy_separator: str = "",
     label_file: str | None = None,
     hierarchy_levels: list[str] | None = None,
+    described_classes: bool = False,
 ) -> LabelledData:
     """The data set `data` (a built-in name such as `"trec"`, or a CSV / JSONL file / `datasets` folder),
     split into train/validation/test.
@@ -659,7 +663,10 @@ def load_data(
     (`"Neoplasms > Breast > C50"` with `">"`), or a `label_file` (.csv, .jsonl, ...) with the columns `label` and
     `parent` (a class's group, a group's own group; empty at the top). `hierarchy_levels` names the levels, top
     first (default `level 1`, `level 2`, ...). A `description` column of the label file gives class descriptions
-    (and group descriptions).
+    (and group descriptions). With `described_classes`, every class the label file describes is a class of the
+    model even without training rows (`split_record["untrained_classes"]`): its validation and test rows are
+    then scored, not refused (`labelattn train --label-descriptions` gives such a class its query from its
+    description).
     """
     builtin = _builtin(data)
     if builtin is not None:
@@ -675,30 +682,47 @@ def load_data(
                 f"{', '.join(option for option, value in options.items() if value)}."
             )
         raw = {"train": builtin.read()}
-        return build_splits(raw, _check(raw, False), builtin.source, False, seed, *builtin.classes())
+        return build_splits(raw, _check(raw, False)[0], builtin.source, False, seed, *builtin.classes())
     if hierarchy_separator and hierarchy_separator == label_separator:
         raise DataError(f"The label separator and the hierarchy separator are both {label_separator!r}: pick two.")
     given = {"train": data, "validation": validation, "test": test}
     raw = _read_files({k: v for k, v in given.items() if v}, text_column, label_column, label_separator)
     multi_label = _is_multi_label(raw)
     paths = _label_paths(raw, hierarchy_separator) if hierarchy_separator else None
-    names = _check(raw, multi_label)
-    hierarchy, descriptions = _classes(names, paths, f"the labels of {data}", label_file, hierarchy_levels)
+    parents, descriptions = _read_label_file(label_file) if label_file else (None, None)
+    names, untrained = _check(raw, multi_label, _described_classes(parents, descriptions) if described_classes else [])
+    if untrained and paths is not None:
+        raise DataError(
+            f"The described classes {_some(untrained)} have no training rows, so their groups are written nowhere: "
+            f"give every class's group in a parent column of {label_file} instead of a hierarchy separator."
+        )
+    origin = f"the labels of {data}"
+    hierarchy = _hierarchy_of(names, paths, origin, parents, label_file, hierarchy_levels, descriptions)
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
-    return build_splits(raw, names, source, multi_label, seed, hierarchy, descriptions)
+    splits = build_splits(raw, names, source, multi_label, seed, hierarchy, descriptions)
+    if untrained:
+        splits.split_record["untrained_classes"] = untrained
+    return splits
 
 
-def _classes(
+def _described_classes(parents: dict[str, str | None] | None, descriptions: dict[str, str] | None) -> list[str]:
+    """The classes a label file describes: every described name that is no other name's group."""
+    groups = {parent for parent in (parents or {}).values() if parent is not None}
+    return [name for name in descriptions or {} if name not in groups]
+
+
+def _hierarchy_of(
     names: list[str],
     paths: dict[str, tuple[str, ...]] | None,
     paths_origin: str,
+    parents: dict[str, str | None] | None,
     label_file: str | None,
     levels: list[str] | None,
-) -> tuple[Hierarchy | None, dict[str, str] | None]:
-    """The hierarchy and descriptions of a user's classes: from the groups written in the labels (`paths`) or
-    the label file's parents, and from its descriptions."""
-    parents, descriptions = _read_label_file(label_file) if label_file else (None, None)
+    descriptions: dict[str, str] | None,
+) -> Hierarchy | None:
+    """The hierarchy of a user's classes (or None): from the groups written in the labels (`paths`) or the label
+    file's parents, with the label file's group descriptions."""
     if parents is not None and paths is not None:
         raise DataError(
             f"The groups come twice: from the labels (a hierarchy separator) and from the parent column of "
@@ -714,8 +738,8 @@ def _classes(
             "with a parent column."
         )
     else:
-        return None, descriptions
-    return _hierarchy(ancestors, levels, descriptions or {}, origin), descriptions
+        return None
+    return _hierarchy(ancestors, levels, descriptions or {}, origin)
 
 
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:

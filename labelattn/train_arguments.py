@@ -111,6 +111,13 @@ def add_model_options(group: DeclaredGroup) -> None:
         "('how many' is not 'many ... how'); 0 reads a pure bag of tokens (default: 3).",
     )
     group.add_argument("--num-attention-heads", type=int, default=4, help="Label-attention heads (default: 4).")
+    group.add_argument(
+        "--attention-key-size",
+        type=int,
+        default=None,
+        help="Width of each head's queries and keys (default: the values' width, hidden size / heads); comparing "
+        "every class with every token costs in proportion to it, the head's main cost at thousands of classes.",
+    )
     group.add_argument("--max-length", type=int, default=128, help="Tokens read per text (default: 128).")
     group.add_argument(
         "--classifier-dropout",

@@ -35,6 +35,7 @@ def build_model(
         label2id={name: i for i, name in enumerate(label_names)},
         pooling=args.pooling,
         num_attention_heads=args.num_attention_heads,
+        attention_key_size=args.attention_key_size,
         initializer_range=args.initializer_range,
         classifier_dropout=args.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",

@@ -19,7 +19,7 @@ NOT_SETTINGS |= {"command_line", "output_dir"}  # the folder holding the setting
 PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file"}
 # Numeric options and the values they take (every float must also be finite).
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
-AT_LEAST_ONE += ("num_attention_heads", "max_length")
+AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # attention_key_size: None or >= 1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -52,7 +52,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise TrainingError(f"--{name.replace('_', '-')} must be {what}, got {getattr(args, name)}.")
 
     for name in AT_LEAST_ONE:
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             refuse(name, "at least 1")
     if args.token_context_width < 0 or (args.token_context_width % 2 == 0 and args.token_context_width):
         refuse("token_context_width", "0 (none) or an odd width such as 3")

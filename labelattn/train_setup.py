@@ -27,6 +27,7 @@ def load_training_data(args: argparse.Namespace):
         hierarchy_separator=args.hierarchy_separator or "",
         label_file=args.label_file,
         hierarchy_levels=args.hierarchy_levels,
+        described_classes=bool(args.label_descriptions),
     )
 
 

@@ -167,3 +167,30 @@ def test_a_missing_class_among_many_is_named_briefly(tmp_path):
     with pytest.raises(DataError) as error:
         load_data(write(tmp_path / "data.csv", rows), label_file=labels)
     assert "'k1', 'k2', 'k3', 'k4', 'k5' and 394 more (399 in all)" in str(error.value)
+
+
+def test_a_described_class_without_training_rows_is_a_class_when_asked(tmp_path):
+    data_file = write(tmp_path / "data.csv", flat_rows())
+    test_file = write(tmp_path / "test.csv", "text,label\nabout c7,c7\ntext 1,c1\n")
+    labels = write(tmp_path / "labels.csv", label_file_rows().replace("unused,I,", "c7,I.b,"))
+    options = dict(test=test_file, label_file=labels, hierarchy_levels=LEVELS)
+    data = load_data(data_file, described_classes=True, **options)
+    assert data.label_names == ["c1", "c2", "c3", "c4", "c7", "c10"]
+    assert data.split_record["untrained_classes"] == ["c7"]
+    assert data.hierarchy.ancestors["c7"] == ("I", "I.b")
+    assert data.descriptions["c7"] == "a class the data does not have"
+    assert sorted(data.label_names[i] for i in data.splits["test"]["label"]) == ["c1", "c7"]
+    assert "c7" not in {data.label_names[i] for i in data.splits["train"]["label"]}
+    with pytest.raises(DataError, match="describe it in a --label-file and train with --label-descriptions"):
+        load_data(data_file, **options)  # not asked: the test row's class is unknown
+
+
+def test_a_described_class_cannot_take_its_groups_from_labels_it_has_none_of(tmp_path):
+    labels = write(tmp_path / "labels.csv", "label,description\nc9,a class with no rows\n")
+    with pytest.raises(DataError, match="give every class's group in a parent column of"):
+        load_data(
+            write(tmp_path / "paths.csv", "text,label\n" + path_rows()),
+            hierarchy_separator=">",
+            label_file=labels,
+            described_classes=True,
+        )

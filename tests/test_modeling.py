@@ -110,15 +110,16 @@ def padded_batch(tokenizer) -> dict:
     return batch
 
 
+@pytest.mark.parametrize("key_size", [None, 3])  # keys as wide as the values (8), or narrower
 @pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS)
 @pytest.mark.parametrize("backbone", BACKBONES)
 @torch.no_grad()
 def test_the_paths_without_weights_give_what_the_weights_give(
-    backbone, num_labels, logits_path, vectors_path, tokenizer, monkeypatch
+    backbone, num_labels, logits_path, vectors_path, key_size, tokenizer, monkeypatch
 ):
     """The paths that form no weights == the path that forms and returns them, for the classifier's logits and for
     the base model's class vectors, with padding and a text of only padding, in several blocks of classes."""
-    model = realistic(backbone, num_labels=num_labels)
+    model = realistic(backbone, num_labels=num_labels, attention_key_size=key_size)
     monkeypatch.setattr(LabelAttention, "block_elements", 4 * model.config.hidden_size * 64)  # blocks of 36-64
     calls = count_paths(monkeypatch)
     batch = padded_batch(tokenizer)
@@ -135,16 +136,18 @@ def test_the_paths_without_weights_give_what_the_weights_give(
     assert (vectors[-1] == 0).all()
 
 
-@pytest.mark.parametrize("classifier_dropout", [0.0, 0.3])
+@pytest.mark.parametrize(("classifier_dropout", "key_size"), [(0.0, None), (0.3, None), (0.0, 3)])
 @pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS[:2])
 @pytest.mark.parametrize("backbone", BACKBONES)
 def test_training_gradients_are_those_of_the_weights(
-    backbone, num_labels, logits_path, vectors_path, classifier_dropout, tokenizer
+    backbone, num_labels, logits_path, vectors_path, classifier_dropout, key_size, tokenizer
 ):
     """In train mode the paths give the same loss and gradients as the path that forms the weights: with classifier
     dropout (the class vectors are formed, then dropped out: the same mask from the same seed) and without (folded
     into the head). Embedding and attention dropout are 0, so that nothing else draws random numbers."""
-    model = realistic(backbone, num_labels=num_labels, classifier_dropout=classifier_dropout).train()
+    model = realistic(
+        backbone, num_labels=num_labels, classifier_dropout=classifier_dropout, attention_key_size=key_size
+    ).train()
     batch = padded_batch(tokenizer)
     labels = torch.arange(len(TEXTS) + 1) % num_labels
     gradients = []
@@ -201,17 +204,17 @@ def bias_by_hand(model: LabelAttnForSequenceClassification, batch: dict, weights
     return readout.bias + has_token * (constant + reference_by_hand(model, batch, weights).sum(-1, keepdim=True))
 
 
-@pytest.mark.parametrize("multi_label", [False, True])
+@pytest.mark.parametrize(("multi_label", "key_size"), [(False, None), (True, None), (False, 3)])
 @pytest.mark.parametrize(("num_labels", "logits_path", "vectors_path"), PATHS)
 @pytest.mark.parametrize("backbone", BACKBONES)
 @torch.no_grad()
 def test_contributions_sum_to_the_logits_of_every_path(
-    backbone, num_labels, logits_path, vectors_path, multi_label, tokenizer, monkeypatch
+    backbone, num_labels, logits_path, vectors_path, multi_label, key_size, tokenizer, monkeypatch
 ):
     """`label_contributions.sum(-1) + label_contribution_bias` == the logits of the same call and of every head path
     (weights formed; folded or value-folded; class vectors, folded or fused, scored by the classifier), in several
     blocks of classes; padding exactly 0; the bias is the formula's, and a text of only padding has only `b_w`."""
-    model = realistic(backbone, num_labels=num_labels, multi_label=multi_label)
+    model = realistic(backbone, num_labels=num_labels, multi_label=multi_label, attention_key_size=key_size)
     monkeypatch.setattr(LabelAttention, "block_elements", 4 * model.config.hidden_size * 64)  # blocks of 36-64
     calls = count_paths(monkeypatch)
     batch = padded_batch(tokenizer)
@@ -505,6 +508,7 @@ def test_loss_follows_the_problem_type(multi_label):
     [
         (dict(hidden_size=30, num_attention_heads=4), r"hidden_size \(30\) is not divisible by num_attention_heads"),
         (dict(num_attention_heads=0), "num_attention_heads must be a positive integer"),
+        (dict(attention_key_size=0), "attention_key_size must be a positive integer or None"),
         (dict(num_labels=1), "at least 2 labels"),
         (dict(num_labels=1, problem_type="single_label_classification"), "at least 2 labels"),
         (dict(backbone="lstm"), "Unknown backbone 'lstm'"),

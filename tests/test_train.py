@@ -216,6 +216,20 @@ def test_label_descriptions_from_a_label_file_start_the_queries(tmp_path):
     assert json.loads((out / "training_args.json").read_text())["label_descriptions"] is True
 
 
+def test_a_described_class_without_training_rows_is_trained_from_its_description(tmp_path):
+    rows = planted_rows(120)
+    data, out = write_csv(tmp_path / "rows.csv", rows), tmp_path / "model"
+    test = write_csv(tmp_path / "test.csv", [*rows[:6], {"text": "basalt pebbles of basalt", "label": "rock"}])
+    labels = tmp_path / "labels.csv"
+    labels.write_text("label,description\nanimal,a zebra\nrock,basalt\n")  # rock: in no training row
+    options = ["--test-data", test, "--label-file", labels, "--label-descriptions", "--epochs", "1"]
+    result = train("--data", data, *TINY, *options, "--output-dir", out)
+    assert result.returncode == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert sorted(config["label2id"]) == ["animal", "plant", "rock", "stone"]
+    assert "No training row has the class(es) `rock`" in (out / "README.md").read_text()
+
+
 def train_parser() -> argparse.ArgumentParser:
     """The parser of `labelattn train`, for tests that build its settings without running it."""
     parser = argparse.ArgumentParser()
@@ -300,6 +314,7 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--weight-decay", "nan"], "--weight-decay must be a finite number, 0 or above"),
         (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
+        (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),
         (["--token-context-width", "2"], "--token-context-width must be 0 (none) or an odd width such as 3, got 2"),
         (["--label-descriptions", "--pooling", "mean"], "--label-descriptions starts label-attention queries"),
