@@ -78,6 +78,7 @@ def fit_untrained_queries(
     head.label_embeddings[untrained] = embeddings.to(head.label_embeddings.dtype)
 
 
+@torch.no_grad()
 def described_embeddings(model: LabelAttnForSequenceClassification, tokenizer, texts: list[str]) -> torch.Tensor:
     """The label embeddings `e (len(texts), d)` whose queries `W_Q e + b_Q` are the keys of the texts' mean token
     vectors (least squares, in case `W_Q` is singular), in float32."""
