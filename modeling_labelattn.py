@@ -310,21 +310,14 @@ class LabelAttention(nn.Module):
         token and head, `(batch, seq, heads)` for `batch × seq × hidden × heads` multiply-adds. What is left per class
         is `Q K^T` and a weighted sum of those numbers.
         """
-        batch_size, seq_len, hidden = hidden_states.shape
         heads, head_size = self.num_heads, self.head_size
         head_readouts = out_weight.view(heads, head_size)  # u_h
-        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, hidden))
+        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, -1))
         token_biases = (head_readouts * self.value.bias.view(heads, head_size)).sum(-1)
         token_scores = nn.functional.linear(value_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
-        # Every text's keys side by side, so that `Q K^T` is one product per head and block of classes.
-        keys = self.key(hidden_states).view(batch_size * seq_len, heads, self.key_size).permute(1, 2, 0)
-        padding = torch.zeros_like(token_scores[0]).masked_fill(~visible, float("-inf"))  # (batch, seq)
-        block = max(1, self.block_elements // (heads * batch_size * seq_len))
-        class_scores = []
-        for block_queries in (self._split_heads(queries) / math.sqrt(self.key_size)).split(block, dim=1):
-            scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
-            weighted = torch.softmax(scores, dim=-1) * token_scores[:, None]  # (heads, block, batch, seq)
-            class_scores.append(weighted.sum((0, 3)))  # (block, batch); 2-3x faster than einsum's permuting copy
+        blocks = self._weight_blocks(hidden_states, queries, visible)
+        # (block, batch) per block of classes; the sum is 2-3x faster than einsum's permuting copy.
+        class_scores = [(weights * token_scores[:, None]).sum((0, 3)) for _, weights in blocks()]
         return (torch.cat(class_scores).T + out_bias).unsqueeze(-1)
 
     def _contributions(
@@ -374,7 +367,8 @@ class LabelAttention(nn.Module):
 
     def _weight_blocks(self, hidden_states: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor):
         """A function giving, each time it is called, `(first class, weights (heads, block, batch, seq))` for one
-        block of classes after another: the weights of thousands of classes are never held at once."""
+        block of classes after another: the weights of thousands of classes are never held at once. Every text's
+        keys side by side, so that `Q K^T` is one product per head and block of classes."""
         batch_size, seq_len, _ = hidden_states.shape
         heads, key_size = self.num_heads, self.key_size
         keys = self.key(hidden_states).view(batch_size * seq_len, heads, key_size).permute(1, 2, 0)
