@@ -2,7 +2,7 @@
 
 import torch
 
-from .base import register
+from ..base import register
 from .gradients import EmbeddingGradientExplainer
 
 

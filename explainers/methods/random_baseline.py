@@ -2,9 +2,9 @@
 
 import torch
 
-from .base import Explainer, TokenScores, register, text_seed
-from .options import Option
-from .words import TokenBatch, word_to_token_scores
+from ..base import Explainer, TokenScores, register, text_seed
+from ..options import Option
+from ..words import TokenBatch, word_to_token_scores
 
 
 @register

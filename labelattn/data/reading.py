@@ -142,8 +142,8 @@ def _some(names: list, shown: int = 5) -> str:
 
 
 def _builtin(data: str):
-    """The built-in data set named `data` (a `labelattn.builtin_data.Builtin`), or None: a file of that name wins."""
-    from labelattn.builtin_data import BUILTIN  # imported here: the built-in readers build on this module's types
+    """The built-in data set named `data` (a `labelattn.data.builtin.Builtin`), or None: a file of that name wins."""
+    from labelattn.data.builtin import BUILTIN  # imported here: the built-in readers build on this module's types
 
     return None if Path(data).exists() else BUILTIN.get(data)
 
@@ -178,7 +178,7 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
     its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
     """
     if not path.exists():
-        from labelattn.builtin_data import BUILTIN
+        from labelattn.data.builtin import BUILTIN
 
         raise FileNotFoundError(
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
@@ -760,13 +760,3 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     if not texts:
         raise DataError(f"{data} holds no rows.")
     return texts
-
-
-def __getattr__(name: str):
-    """`labelattn.data.BUILTIN` for the callers written before the built-in data sets moved to `builtin_data`
-    (`labelattn/predict.py`, `bench/corpus_throughput.py`): import it from there."""
-    if name == "BUILTIN":
-        from labelattn.builtin_data import BUILTIN
-
-        return BUILTIN
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
