@@ -228,7 +228,8 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     import datasets
 
     from labelattn.data.builtin import BUILTIN
-    from labelattn.data.reading import SPLITS, _require_column, load_data, load_table
+    from labelattn.data.reading import _require_column, load_data, load_table
+    from labelattn.data.records import SPLITS
 
     if args.data in BUILTIN and not Path(args.data).exists():
         raise ValueError(

@@ -51,7 +51,7 @@ def tiny_csv(tmp_path_factory) -> Path:
 
 def train(*args: str, env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run the training module in a fresh process, as users do (one thread: the cores are shared)."""
-    command = [*(launcher or [sys.executable]), "-m", "labelattn.training.run", *map(str, args)]
+    command = [*(launcher or [sys.executable]), "-m", "labelattn", "train", *map(str, args)]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", **(env or {})}
     return subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=240)
 
@@ -77,7 +77,7 @@ def batches(log: Path, rank: int = 0) -> list[tuple]:
 def kill_run_at(event: str, log: Path, *args) -> None:
     """Start a training run that pauses at `event` (LABELATTN_PAUSE_AT), and SIGKILL it there, from outside."""
     env = {"OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", "LABELATTN_RUN_LOG": str(log), "LABELATTN_PAUSE_AT": event}
-    command = [sys.executable, "-m", "labelattn.training.run", *map(str, args)]
+    command = [sys.executable, "-m", "labelattn", "train", *map(str, args)]
     stderr = Path(f"{log}.stderr")
     with stderr.open("w") as errors:  # a file, not a pipe: a full pipe would block the run before the event
         process = subprocess.Popen(

@@ -73,7 +73,8 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     import datasets
 
     from labelattn.data.builtin import BUILTIN
-    from labelattn.data.reading import DataError, load_data, load_table
+    from labelattn.data.reading import load_data, load_table
+    from labelattn.data.records import DataError
 
     if data in BUILTIN and not Path(data).exists():
         if split is None:

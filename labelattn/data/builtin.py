@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from labelattn.data.reading import DataError, DataSource, Hierarchy, RawSplit
+from labelattn.data.records import DataError, DataSource, Hierarchy, RawSplit
 
 
 class Builtin(NamedTuple):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from labelattn.training import backbones
 
 if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
-    from labelattn.data.reading import Hierarchy
+    from labelattn.data.records import Hierarchy
 
 
 def load_tokenizer(backbone: str):

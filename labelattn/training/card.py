@@ -14,7 +14,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constan
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from labelattn.data.reading import LabelledData
+from labelattn.data.records import LabelledData
 from labelattn.training import backbones
 
 # Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).

@@ -2,7 +2,7 @@
 
     labelattn train                                   # TREC, embedding backbone -> models/trec-embedding
     labelattn train --data reviews.csv --backbone minilm --output-dir models/reviews
-    accelerate launch -m labelattn.training.run --data reviews.jsonl --backbone minilm --output-dir models/reviews
+    accelerate launch -m labelattn train --data reviews.jsonl --backbone minilm --output-dir models/reviews
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
 so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
@@ -15,7 +15,6 @@ named points of a run, where the fault-injection tests stop it (`events`).
 
 import argparse
 import json
-import sys
 
 from labelattn.training import checkpoints
 from labelattn.training.arguments import add_arguments, command_line
@@ -242,9 +241,3 @@ def run(args: argparse.Namespace) -> int:
     push(training)
     training.accelerator.end_training()
     return 0
-
-
-if __name__ == "__main__":  # accelerate launch -m labelattn.training.run ... / torchrun -m labelattn.training.run ...
-    from labelattn.cli import main
-
-    sys.exit(main(["train", *sys.argv[1:]]))
