@@ -43,7 +43,7 @@ from explainers import (
     token_limit,
 )
 from explainers.checks import check_explanation
-from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
+from explainers.evaluation.faithfulness import TextFaithfulness, evaluate_faithfulness
 from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
 from explainers.windows import check_long_text
