@@ -197,12 +197,6 @@ class Explainer:
         """Rules between a method's options, or of an option and the model (e.g. `n_steps <= max_steps`): raise
         `ExplainerError` with the fix. None by default."""
 
-    def predict(self, items: list[TokenizedText], batch_size: int) -> torch.Tensor:
-        """Logits `(texts, num_labels)` (float32) of the tokenized texts, checked to be finite."""
-        logits = predict_logits(self.model, items, self.baseline_id, batch_size)
-        check_finite_logits(logits)
-        return logits
-
     def collate(self, items: list[TokenizedText]) -> TokenBatch:
         """Tokenized texts padded as the model takes them (on the left for decoder classifiers)."""
         return collate(items, self.baseline_id, self.device, left=pads_left(self.model))
@@ -241,17 +235,10 @@ class Explainer:
         check_count(batch_size, "batch_size", "rows")
         long_text = check_long_text(long_text, texts)
         options = self.check_options(options)
-        pairs = any(isinstance(text, tuple) for text in texts)
         with exclusive(self.model):
-            limit = check_max_length(max_length, self.model, self.tokenizer, pairs)
-            if long_text == "windows":
-                items, owners = tokenize_windows(self.tokenizer, texts, limit)
-            else:
-                items, owners = tokenize(self.tokenizer, texts, limit), None
+            items, owners = read_texts(self.model, self.tokenizer, texts, max_length, long_text)
             with evaluating(self.model), pooling_ready(self.model):
-                logits = self.predict(items, batch_size)
-                if owners is not None:
-                    logits = mean_by_text(logits, owners, len(texts))
+                logits = text_logits(self.model, items, owners, self.baseline_id, batch_size, len(texts))
                 explanations = self._explain(
                     items, owners, logits, target, targets == "all", top_k, batch_size, options
                 )
@@ -405,6 +392,38 @@ def predict_logits(
             batch = collate([items[i] for i in rows], pad_token_id, device, left=left)
             logits[rows] = model(**batch.model_inputs()).logits.float()
     return logits
+
+
+def read_texts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[TextInput],
+    max_length: int | None,
+    long_text: str,
+) -> tuple[list[TokenizedText], list[int] | None]:
+    """The checked texts as the model reads them, for `explain` and `predict` alike: each tokenized and cut to
+    `max_length` tokens (`long_text="truncate"`; owners None), or every window of each (`"windows"`; `owners[i]` is
+    the text of window i)."""
+    pairs = any(isinstance(text, tuple) for text in texts)
+    limit = check_max_length(max_length, model, tokenizer, pairs)
+    if long_text == "windows":
+        return tokenize_windows(tokenizer, texts, limit)
+    return tokenize(tokenizer, texts, limit), None
+
+
+def text_logits(
+    model: PreTrainedModel,
+    items: Sequence[TokenizedText],
+    owners: list[int] | None,
+    pad_token_id: int,
+    batch_size: int,
+    num_texts: int,
+) -> torch.Tensor:
+    """Logits `(num_texts, num_labels)` of what `read_texts` gave, checked to be finite: a text read in windows
+    gets the mean of its windows' logits."""
+    logits = predict_logits(model, items, pad_token_id, batch_size)
+    check_finite_logits(logits)
+    return logits if owners is None else mean_by_text(logits, owners, num_texts)
 
 
 def text_seed(input_ids: list[int], seed: int) -> int:
