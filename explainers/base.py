@@ -22,6 +22,7 @@ from .models import (
     exclusive,
     has_input_embeddings,
     has_label_attention,
+    is_multi_label,
     pads_left,
     pooling_ready,
     returns_attentions,
@@ -54,7 +55,7 @@ class TokenScores:
 
 def probabilities(model: PreTrainedModel, logits: torch.Tensor) -> torch.Tensor:
     """Class probabilities `(batch, num_labels)`: sigmoid for a multi-label model, softmax otherwise."""
-    if model.config.problem_type == "multi_label_classification":
+    if is_multi_label(model):
         return torch.sigmoid(logits)
     return torch.softmax(logits, dim=-1)
 

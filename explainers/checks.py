@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import ExplainerError, ExplainerInputError
+from .loading import label_names
 from .models import token_limit, unwrap
 from .registry import METHODS
 from .words import tokenize
@@ -78,7 +79,7 @@ def check_explanation(
     its method can explain the model, and its words are those the tokenizer gives for its text (cut to
     `max_length` tokens as `explain` cut it). `model` may be a pipeline (then `tokenizer=None`)."""
     model, tokenizer = unwrap(model, tokenizer)
-    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    labels = label_names(model.config)
     classes = {"target": (exp.target, exp.target_label)}
     if exp.contrast is not None or exp.contrast_label is not None:
         classes["contrast"] = (exp.contrast, exp.contrast_label)

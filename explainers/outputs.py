@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .errors import ExplainerError
+from .models import is_multi_label
 from .registry import METHODS
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ PHRASES = {
     "log_probability": "log-probability",
     "probability": "probability",
 }
-
-
-def is_multi_label(model: Any) -> bool:
-    return getattr(model.config, "problem_type", None) == "multi_label_classification"
 
 
 def default_output(model: Any, allowed: tuple[str, ...] = OUTPUTS) -> str:

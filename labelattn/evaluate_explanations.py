@@ -227,11 +227,11 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     of)."""
     import datasets
 
-    from labelattn.data.builtin import BUILTIN
+    from labelattn.data.builtin import builtin_named
     from labelattn.data.reading import _require_column, load_data, load_table
     from labelattn.data.records import SPLITS
 
-    if args.data in BUILTIN and not Path(args.data).exists():
+    if builtin_named(args.data) is not None:
         raise ValueError(
             f"The built-in data set {args.data!r} has no rationales: --rationale-column needs a CSV / JSONL file or "
             "a datasets folder with such a column."
@@ -348,8 +348,9 @@ def measure(
 def summarize(gathered: dict[str, list], methods: list[str], skipped: dict[str, str], model, options) -> dict[str, Any]:
     """The table (one row per method), the same by predicted class, and the methods' mean rank agreement."""
     from explainers.evaluation.faithfulness import FaithfulnessReport, explained_output, mean_defined
+    from explainers.loading import label_names
 
-    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    labels = label_names(model.config)
     by_method = defaultdict(list)
     for row in gathered["per_text"]:
         by_method[row.method].append(row)

@@ -72,13 +72,14 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     `label`, or its published split), a file, or a `datasets` folder."""
     import datasets
 
-    from labelattn.data.builtin import BUILTIN
+    from labelattn.data.builtin import builtin_named
     from labelattn.data.reading import load_data, load_table
     from labelattn.data.records import DataError
 
-    if data in BUILTIN and not Path(data).exists():
+    builtin = builtin_named(data)
+    if builtin is not None:
         if split is None:
-            raw = BUILTIN[data][0]()
+            raw = builtin.read()
             return datasets.Dataset.from_dict({"id": raw.ids, "text": raw.texts, "label": raw.labels})
         splits = load_data(data).splits
         if split not in splits:

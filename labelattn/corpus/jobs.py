@@ -41,6 +41,7 @@ import torch
 from explainers import ExplainerInputError, explain, get_explainer, predict
 from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
+from explainers.models import is_multi_label
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
@@ -245,7 +246,7 @@ def predict_job(
     """The predicted label(s) and every class's probability (`prob_<label>` columns); a text longer than the model
     reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see `explainers.windows`)."""
     labels = class_names(model.config)
-    multi_label = model.config.problem_type == "multi_label_classification"
+    multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
         raise CorpusError("--threshold applies to multi-label models; this model predicts one class per text.")
     threshold = 0.5 if threshold is None else threshold

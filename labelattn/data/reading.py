@@ -37,13 +37,6 @@ def _some(names: list, shown: int = 5) -> str:
     return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
 
 
-def _builtin(data: str):
-    """The built-in data set named `data` (a `labelattn.data.builtin.Builtin`), or None: a file of that name wins."""
-    from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
-
-    return None if Path(data).exists() else BUILTIN.get(data)
-
-
 def _check_jsonl(path: Path) -> None:
     """`datasets` reports a broken JSON line without its number, and an empty file obscurely: find them first."""
     rows = 0
@@ -74,7 +67,7 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
     its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
     """
     if not path.exists():
-        from labelattn.data.builtin import BUILTIN
+        from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
 
         raise FileNotFoundError(
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
@@ -559,7 +552,9 @@ def load_data(
     then scored, not refused (`labelattn train --label-descriptions` gives such a class its query from its
     description).
     """
-    builtin = _builtin(data)
+    from labelattn.data.builtin import builtin_named  # here: the data sets' readers load when one is named
+
+    builtin = builtin_named(data)
     if builtin is not None:
         options = {
             "--validation-data/--test-data": validation or test,
@@ -636,7 +631,9 @@ def _hierarchy_of(
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     """Every text of `data` (a built-in name, or a CSV / JSONL file / `datasets` folder) in its own order, without
     labels and without splitting: what measuring explanations on a whole file needs."""
-    builtin = _builtin(data)
+    from labelattn.data.builtin import builtin_named  # here: the data sets' readers load when one is named
+
+    builtin = builtin_named(data)
     if builtin is not None:
         return list(builtin.read().texts)
     table, row_name = load_table(Path(data))

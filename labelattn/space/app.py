@@ -44,6 +44,7 @@ from explainers import (
 )
 from explainers.checks import check_explanation
 from explainers.evaluation.faithfulness import TextFaithfulness, evaluate_faithfulness
+from explainers.loading import label_names
 from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
 from explainers.windows import check_long_text
@@ -188,8 +189,7 @@ class Backend:
         fetch_from_hub(model_path)
         self.model, self.tokenizer = load_classifier(model_path)
         self.max_tokens = min(max_tokens, token_limit(self.model, self.tokenizer))
-        config = self.model.config
-        self.labels = [config.id2label[i] for i in range(config.num_labels)]
+        self.labels = label_names(self.model.config)
         self.lock = threading.Lock()
         supported = supported_methods(self.model, self.tokenizer)
         # The methods this model can use, in the registry's order (`Explainer.order`), and why the others cannot.
