@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime
 from tokenizers import Tokenizer
 
 CHUNK_ROWS = 4096  # rows read, classified and written at a time
@@ -60,6 +59,10 @@ class OnnxClassifier:
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(int(entry["max_length"]))
         self.pad_token_id = int(entry["pad_token_id"])
+        try:  # here, not at the top: `labelattn --help` lists this command without the onnx extra
+            import onnxruntime
+        except ImportError as error:
+            raise OnnxPredictError("ONNX Runtime is not installed: pip install 'labelattn[onnx]'.") from error
         options = onnxruntime.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
