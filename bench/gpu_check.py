@@ -281,12 +281,11 @@ def table(report: dict) -> str:
     lines = [f"{'step':<42} {'ok':<4} {'s':>7} {'peak MB':>8}  figures"]
     for step in report["steps"]:
         peak = f"{step['peak_gpu_mb']:.0f}" if step["peak_gpu_mb"] is not None else "-"
-        lines.append(
-            f"{step['name']:<42} {'yes' if step['ok'] else 'NO':<4} {step['seconds']:>7.1f} {peak:>8}  {step['figures']}"
-        )
+        ok = "yes" if step["ok"] else "NO"
+        lines.append(f"{step['name']:<42} {ok:<4} {step['seconds']:>7.1f} {peak:>8}  {step['figures']}")
+    budget = "met" if report["within_budget"] else "MISSED"
     lines.append(
-        f"total {report['seconds']:.0f} s (budget {report['budget_seconds']} s: {'met' if report['within_budget'] else 'MISSED'}); "
-        f"every check ok: {report['ok']}"
+        f"total {report['seconds']:.0f} s (budget {report['budget_seconds']} s: {budget}); every check ok: {report['ok']}"
     )
     return "\n".join(lines)
 
