@@ -17,11 +17,15 @@ moved there only once verified: an existing OUT is never touched.
 """
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import re
 import shutil
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +122,9 @@ def export_onnx(model, tokenizer, out: str | Path, *, opset: int | None = None) 
         tokenizer.save_pretrained(staging)
         model.config.save_pretrained(staging)
         write_onnx_entry(staging / "config.json", model, tokenizer, names, report)
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # a folder's usual mode, not mkdtemp's private one
         if out.exists():
             out.rmdir()  # empty, checked above
         staging.rename(out)
@@ -181,7 +188,7 @@ def write_graph(model, tokenizer, names: list[str], path: Path, opset: int | Non
     sizes = {0: Dim("batch", min=1, max=1_000_000), 1: Dim("length", min=1, max=limit)}
     wrapper = logits_module(model)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), quiet_exporter():
             torch.onnx.export(
                 wrapper,
                 (),
@@ -200,6 +207,22 @@ def write_graph(model, tokenizer, names: list[str], path: Path, opset: int | Non
             f"torch.onnx.export (dynamo=True) could not trace {type(model).__name__}: {trace_failure(error)}. A "
             "Python branch on a tensor's values cannot be exported; nothing was written."
         ) from error
+
+
+@contextlib.contextmanager
+def quiet_exporter():
+    """Without the exporter's own chatter (torchvision ops it skips, renamed axes, deprecations inside torch): the
+    command's one line says what came of the export."""
+    exporter_log = logging.getLogger("torch.onnx")
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        exporter_log.setLevel(level)
 
 
 def trace_failure(error: BaseException) -> str:
