@@ -94,12 +94,9 @@ class ExportReport:
 
 
 def check_out(out: Path) -> None:
-    """OUT must be new (or an empty folder), in a folder this process can write in."""
+    """OUT must be new, or an empty folder."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} exists and is not an empty folder: choose a new folder for the export.")
-    parent = out.parent
-    if not parent.is_dir():
-        raise ExportError(f"{parent} is not a folder: create it first, or choose OUT inside an existing folder.")
 
 
 def export_onnx(model, tokenizer, out: str | Path, *, opset: int | None = None) -> ExportReport:
@@ -115,6 +112,7 @@ def export_onnx(model, tokenizer, out: str | Path, *, opset: int | None = None) 
         )
     model = model.eval()
     names = input_names(model, tokenizer)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         write_graph(model, tokenizer, names, staging / "model.onnx", opset)

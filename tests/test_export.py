@@ -3,6 +3,7 @@ of the logits' scale) for both backbones, on inputs the export never saw (other 
 only padding); an export that would not be exact is refused with exit 2 and leaves nothing behind; the predictor
 runs a corpus file with torch blocked."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import torch
 from conftest import make_model, planted_texts, save_model
 
+import configuration_labelattn
 import modeling_labelattn
 from labelattn.cli import main
 from labelattn.export import RELATIVE_TOLERANCE, ExportError, export_onnx
@@ -95,6 +97,25 @@ def test_embedding_models_export_with_pytorchs_logits(kwargs, tokenizer, tmp_pat
     config = json.loads((tmp_path / "onnx" / "config.json").read_text())
     assert config.get("temperature") == kwargs.get("temperature")
     assert config["onnx"]["inputs"] == ["input_ids", "attention_mask"]
+    assert_onnx_equals_pytorch(model, tokenizer, tmp_path / "onnx")
+
+
+def head_choices() -> list[dict]:
+    """Every way the config lets label attention score a class vector (`scorer`, and a low-rank per-class scorer),
+    read from the config module, so that a choice added there is exported here too."""
+    scorers = getattr(configuration_labelattn, "SCORERS", None)
+    if scorers is None:
+        return [{}]
+    choices = [{"scorer": scorer} for scorer in scorers]
+    if "per_class" in scorers:
+        choices.append({"scorer": "per_class", "scorer_rank": 4})
+    return choices
+
+
+@pytest.mark.parametrize("choice", head_choices(), ids=lambda c: "-".join(map(str, c.values())) or "default")
+def test_every_head_choice_exports_with_pytorchs_logits(choice, tokenizer, tmp_path):
+    model = make_model("context", num_labels=40, **choice)  # many classes: the head's blocked routes
+    export_onnx(model, tokenizer, tmp_path / "onnx")
     assert_onnx_equals_pytorch(model, tokenizer, tmp_path / "onnx")
 
 
@@ -192,3 +213,22 @@ def test_the_predictor_runs_a_corpus_file_without_torch(encoder_export, tokenize
     assert np.abs(actual - expected).max() <= 1e-5
     assert [r["predicted_label"] for r in rows] == [labels[i] for i in expected.argmax(1)]
     assert [r["truncated"] for r in rows] == [False] * 9 + [True]
+
+
+def test_the_predictor_reads_csv_and_refuses_a_missing_column(encoder_export, tmp_path, capsys):
+    _, out = encoder_export
+    data = tmp_path / "tickets.csv"
+    data.write_text('ticket,body\n7,"where is lima , peru ?"\n8,who wrote hamlet\n')
+    output = tmp_path / "predicted.csv"
+    assert main(["predict-onnx", str(out), str(data), "--text-column", "body", "--output", str(output)]) == 0
+    rows = list(csv.DictReader(output.open()))
+    assert [(r["row"], r["ticket"], r["body"]) for r in rows] == [
+        ("0", "7", "where is lima , peru ?"),
+        ("1", "8", "who wrote hamlet"),
+    ]
+    assert all(abs(sum(float(v) for k, v in r.items() if k.startswith("prob_")) - 1) < 1e-5 for r in rows)
+
+    missing = tmp_path / "missing.csv"
+    assert main(["predict-onnx", str(out), str(data), "--output", str(missing)]) == 2
+    assert "has no column 'text'" in capsys.readouterr().err
+    assert not missing.exists() and not list(tmp_path.glob("missing.csv.tmp-*"))
