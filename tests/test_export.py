@@ -193,6 +193,7 @@ sys.exit(main(["predict-onnx", *sys.argv[1:]]))
 """
 
 
+@pytest.mark.filterwarnings("ignore:Text 9 is longer than")  # PyTorch's side of the comparison says it cut text 9
 def test_the_predictor_runs_a_corpus_file_without_torch(encoder_export, tokenizer, tmp_path):
     from explainers import predict
 
