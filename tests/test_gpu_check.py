@@ -2,6 +2,7 @@
 the CPU time the suite allows, so that the check is ready (and has not rotted) when a GPU is at hand."""
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -18,7 +19,9 @@ def test_the_gpu_check_runs_every_step_at_toy_size(tmp_path):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     output = tmp_path / "gpu_check.json"
     command = [sys.executable, str(REPO_ROOT / "bench" / "gpu_check.py"), "--tiny", "--output", str(output)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    # This checkout's modules, whatever the environment's editable install points at.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
