@@ -41,6 +41,23 @@ def is_remote_code(model) -> bool:
     return type(model).__module__.startswith("transformers_modules")
 
 
+@pytest.fixture(autouse=True)
+def unregistered(monkeypatch):
+    """Every test loads the folders' remote code, as in a fresh process: `explainers.load_classifier` registers the
+    installed labelattn classes, which transformers then prefers to a folder's remote code, so that an earlier test
+    would decide what loads."""
+    from transformers.models.auto import configuration_auto, modeling_auto
+
+    mappings = (
+        configuration_auto.CONFIG_MAPPING,
+        modeling_auto.MODEL_MAPPING,
+        modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+    )
+    for mapping in mappings:
+        kept = {k: v for k, v in mapping._extra_content.items() if "labelattn" not in str(k).lower()}
+        monkeypatch.setattr(mapping, "_extra_content", kept)
+
+
 def test_trainer_trains_and_its_saved_model_reloads_as_remote_code(tokenizer, tmp_path):
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
 
@@ -197,6 +214,7 @@ def test_attn_implementation_reaches_the_encoder(implementation, encoder_model, 
     model = AutoModelForSequenceClassification.from_pretrained(
         encoder_folder, trust_remote_code=True, attn_implementation=implementation
     ).eval()
+    assert is_remote_code(model)
     assert model.labelattn.encoder.config._attn_implementation == implementation
     assert_close(logits_of(model, tokenizer), logits_of(encoder_model, tokenizer), model, implementation)
 
