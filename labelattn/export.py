@@ -28,9 +28,12 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labelattn.arguments import add_model_arguments
+
+if TYPE_CHECKING:  # torch and transformers load when the command runs, so that `labelattn --help` stays fast
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 FORMATS = ("onnx",)
 # ONNX Runtime's logits may differ from PyTorch's by this share of the logits' scale: float32 rounding of another
@@ -99,10 +102,13 @@ def check_out(out: Path) -> None:
         raise ExportError(f"{out} exists and is not an empty folder: choose a new folder for the export.")
 
 
-def export_onnx(model, tokenizer, out: str | Path, *, opset: int | None = None) -> ExportReport:
-    """Export `model` (a sequence classifier) to `out/model.onnx` with `tokenizer`'s files and the config, verified
-    against PyTorch on a single text, a padded batch and a padding-only row. Raises `ExportError`, leaving nothing
-    behind, when the graph cannot be traced or its logits differ from PyTorch's by more than the tolerance."""
+def export_onnx(
+    model: "PreTrainedModel", tokenizer: "PreTrainedTokenizerBase", out: str | Path, *, opset: int | None = None
+) -> ExportReport:
+    """Export `model` (a sequence classifier, put in eval mode) to `out/model.onnx` with `tokenizer`'s files and the
+    config, verified against PyTorch on a single text, a padded batch and a padding-only row. Raises `ExportError`,
+    leaving nothing behind, when the graph cannot be traced or its logits differ from PyTorch's by more than the
+    tolerance."""
     out = Path(out)
     check_out(out)
     if not getattr(tokenizer, "is_fast", False):
