@@ -14,6 +14,7 @@ validation texts the finer levels left to people.
 """
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,13 @@ def coverage_accuracy(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.n
     right = correct[np.argsort(-confidence, kind="stable")].astype(np.float64)
     count = np.arange(1, len(right) + 1)
     return count / len(right), np.cumsum(right) / count
+
+
+def shown(threshold: float) -> str:
+    """A threshold as printed: 4 decimals, or as many as show how far from 1 it is (0.9999999248, not 1.0000)."""
+    if threshold >= 1:
+        return "1"
+    return f"{threshold:.{max(4, 2 - math.floor(math.log10(1 - threshold)))}f}"
 
 
 # --------------------------------------------------------------------------------------------- stored thresholds

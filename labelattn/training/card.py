@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constan
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from labelattn.coding import shown
 from labelattn.data.reading import LabelledData
 from labelattn.training import backbones
 
@@ -99,7 +100,7 @@ def percent(value: float | None) -> str:
 
 def rate_row(what: str, target: str, rate: dict) -> str:
     """A row of the coding-rate table: the threshold chosen on validation and what it gives on both splits."""
-    threshold = "none reached it" if rate["threshold"] is None else f"{rate['threshold']:.6g}"
+    threshold = "none reached it" if rate["threshold"] is None else shown(rate["threshold"])
     validation, test = rate["validation"], rate["test"]
     return (
         f"| {float(target):.0%} | {what} | {threshold} | {percent(validation['rate'])} | "

@@ -127,7 +127,7 @@ def rate_line(target: str, rate: dict[str, Any]) -> str:
     test, validation = rate["test"], rate["validation"]
     return (
         f"at {float(target):.0%} accuracy: {percent(test['rate'])} of test texts coded, accuracy "
-        f"{percent(test['accuracy'])} (threshold {rate['threshold']:.6g} chosen on validation: "
+        f"{percent(test['accuracy'])} (threshold {coding.shown(rate['threshold'])} chosen on validation: "
         f"{percent(validation['rate'])} coded, accuracy {percent(validation['accuracy'])})"
     )
 
