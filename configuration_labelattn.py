@@ -4,6 +4,7 @@ This file is remote code: it is copied into every saved model folder and Hub rep
 nothing but `transformers` (and the standard library).
 """
 
+import math
 from typing import Any, ClassVar
 
 from transformers import AutoConfig, PretrainedConfig
@@ -73,6 +74,10 @@ class LabelAttnConfig(PretrainedConfig):
         num_labels, id2label, label2id, problem_type:
             As in every Transformers classifier. `problem_type` is `"single_label_classification"` (softmax,
             cross-entropy; at least 2 labels) or `"multi_label_classification"` (sigmoid, binary cross-entropy).
+        temperature (`float`, *optional*):
+            The logits (and label contributions, so that they still sum to them) are divided by it: a temperature
+            fitted after training on held-out rows (calibration) makes the softmax's probabilities honest without
+            changing which class wins. A finite number > 0; None (the default) scales nothing.
         label_hierarchy (`dict`, *optional*):
             The classes as the bottom level of a tree of coarser groups (ICD-10-CM's chapter > block > category):
             `{"levels": ["chapter", "block", "category"], "ancestors": {"A00": ["A00-B99", "A00-A09"], ...}}`,
@@ -109,6 +114,7 @@ class LabelAttnConfig(PretrainedConfig):
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
     initializer_range: float = 0.02
+    temperature: float | None = None
     label_hierarchy: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):
@@ -146,6 +152,22 @@ class LabelAttnConfig(PretrainedConfig):
             raise LabelAttnConfigError(
                 f"attention_key_size must be a positive integer or None (the values' width), got "
                 f"{self.attention_key_size!r}."
+            )
+        if self.attention_key_size is not None and self.attention_key_size > self.hidden_size:
+            raise LabelAttnConfigError(
+                f"attention_key_size={self.attention_key_size} is above hidden_size={self.hidden_size}, the bound: a "
+                "key wider than the vectors it is computed from adds cost and size but nothing they can tell apart. "
+                f"Use a value <= {self.hidden_size} (e.g. 32), or leave it unset for hidden_size / num_attention_heads."
+            )
+        if self.temperature is not None and (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+            or self.temperature <= 0
+        ):
+            raise LabelAttnConfigError(
+                f"temperature must be a finite number > 0 (the logits are divided by it) or None, got "
+                f"{self.temperature!r}: fit it on held-out rows, or leave it unset."
             )
         for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:

@@ -95,15 +95,17 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
         loss (`torch.FloatTensor` of shape `()`, *optional*):
             Cross-entropy (single-label) or binary cross-entropy (multi-label), when `labels` are given.
         logits (`torch.FloatTensor` of shape `(batch, num_labels)`):
-            One score per class, before softmax (single-label) or sigmoid (multi-label).
+            One score per class, before softmax (single-label) or sigmoid (multi-label); divided by
+            `config.temperature` when it is set (the loss is computed on these scaled logits).
         hidden_states, attentions, label_attentions:
             As in [`LabelAttnModelOutput`].
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
             When `output_label_contributions=True`: each position's exact term in each class's logit, 0 on padding,
             and the logits of the same call are computed from them: `logits = label_contributions.sum(-1) +
-            label_contribution_bias`. Label attention: as in [`LabelAttnModelOutput`], with the classifier as the
-            readout. Mean pooling: `W_c·x_t / n` for the `n` real tokens, `x_t` the vectors it averages (with the
-            token context, each position's convolved vector, which also holds its neighbours').
+            label_contribution_bias` (both divided by `config.temperature` when it is set, so the sum still holds).
+            Label attention: as in [`LabelAttnModelOutput`], with the classifier as the readout. Mean pooling:
+            `W_c·x_t / n` for the `n` real tokens, `x_t` the vectors it averages (with the token context, each
+            position's convolved vector, which also holds its neighbours').
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each logit that no position carries. Label attention: the same
             for every class up to float rounding (see [`LabelAttnModelOutput`]); mean pooling: the classifier's
@@ -218,8 +220,9 @@ class LabelAttention(nn.Module):
             pooled = self._value_folded(*tokens, queries, visible, out_weight, out_bias)
         else:
             pooled = self._fused(*tokens, queries, visible, out_weight, out_bias)
-        if is_empty.any():  # (a test on the host: padding-only texts are rare, and the fill costs a pass)
-            pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden or 1)
+        # No test on the host (`if is_empty.any()`): the forward pass stays free of data-dependent branches, so that
+        # torch.export traces it; the fill costs one pass over (batch, labels, hidden or 1).
+        pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)
         if readout is not None:
             pooled = pooled.squeeze(-1) + readout.bias
         return pooled, weights, contributions
@@ -447,6 +450,12 @@ def mean_contributions(hidden_states: torch.Tensor, attention_mask: torch.Tensor
     return nn.functional.linear(hidden_states, weight).transpose(1, 2) * shares[:, None, :]
 
 
+def is_traced() -> bool:
+    """Whether the forward pass is being traced or compiled (torch.export, torch.compile, torch.jit.trace), where a
+    Python branch on a tensor's values cannot run: the checks that read values are then skipped."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
 def without_pooler(encoder: PreTrainedModel) -> PreTrainedModel:
     """Drop an encoder's [CLS] pooler: it is never read, and DDP rejects parameters that get no gradient."""
     if getattr(encoder, "pooler", None) is not None:
@@ -460,6 +469,13 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _supports_sdpa = True
     _supports_attention_backend = True
+
+    @property
+    def supports_gradient_checkpointing(self) -> bool:
+        """Activation checkpointing recomputes an encoder's layers in the backward pass instead of keeping their
+        activations: `model.gradient_checkpointing_enable()` reaches the encoder's layers. The embedding backbone has
+        no layers to recompute."""
+        return self.config.backbone == "encoder"
 
     def __init__(self, config: LabelAttnConfig, *inputs, **kwargs):
         super().__init__(config, *inputs, **kwargs)
@@ -560,7 +576,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
                 f"The input has {batch_and_length[1]} tokens but the model reads at most {self.config.max_seq_length}: "
                 f"tokenize with truncation=True, max_length={self.config.max_seq_length}."
             )
-        if input_ids is None:
+        if input_ids is None or is_traced():  # reading the ids' values is a data-dependent branch: eager mode only
             return
         lowest, highest = int(input_ids.min()), int(input_ids.max())
         if lowest < 0 or highest >= self.config.vocab_size:
@@ -748,6 +764,11 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             if self.config.pooling == "label_attention":
                 logits = logits.squeeze(-1)  # (batch, labels, 1) -> (batch, labels)
 
+        if self.config.temperature is not None:  # calibrated: every term scaled alike, so their sum is still the logit
+            logits = logits / self.config.temperature
+            if contributions is not None:
+                contributions = contributions / self.config.temperature
+                contribution_bias = contribution_bias / self.config.temperature
         loss = self.loss(logits, labels) if labels is not None else None
         output = LabelAttnSequenceClassifierOutput(
             loss=loss,
@@ -770,7 +791,7 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
                 raise LabelAttnInputError(
                     f"Single-label targets must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}."
                 )
-            if int(labels.min()) < 0 or int(labels.max()) >= self.num_labels:
+            if not is_traced() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
                 raise LabelAttnInputError(f"Labels must be class indices in [0, {self.num_labels}).")
             return nn.functional.cross_entropy(logits, labels.long())
         if labels.shape != logits.shape:
