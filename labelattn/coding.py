@@ -46,6 +46,11 @@ def confidence_and_correct(
     return probabilities.max(axis=1), probabilities.argmax(axis=1) == references
 
 
+def row_confidence(probabilities: list[float], multi_label: bool) -> float:
+    """One text's confidence, from its class probabilities (as `confidence_and_correct` computes it)."""
+    return min(max(p, 1 - p) for p in probabilities) if multi_label else max(probabilities)
+
+
 def group_probabilities(probabilities: np.ndarray, groups: list[int]) -> np.ndarray:
     """The probability of every group `(n, groups)`: the sum of its classes', `groups[c]` the group of class c."""
     membership = np.zeros((len(groups), max(groups) + 1))  # (classes, groups)

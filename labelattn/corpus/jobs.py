@@ -44,7 +44,7 @@ from explainers.loading import class_names
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
-from labelattn.coding import check_probability
+from labelattn.coding import check_probability, row_confidence
 from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
@@ -291,8 +291,7 @@ def predict_job(
             by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
             row = {predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}
             if manual_below is not None:
-                confidence = min(max(p, 1 - p) for p in probs) if multi_label else probs[best]
-                row["manual"] = confidence < manual_below
+                row["manual"] = row_confidence(probs, multi_label) < manual_below
             rows.append([row])
         return rows
 
