@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import FILLER
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from labelattn import cli, coding
 from labelattn.training.calibration import MIN_TEMPERATURE, fit_temperature, nll
@@ -192,6 +192,9 @@ def test_train_stores_the_temperature_and_reports_calibration_and_coding_rates(t
     with torch.no_grad():
         expected = raw.eval()(**inputs).logits / stored["temperature"]
         torch.testing.assert_close(calibrated(**inputs).logits, expected)
+    # The pipeline's scores are the calibrated probabilities.
+    scores = pipeline("text-classification", model=calibrated, tokenizer=tokenizer)(["the zebra of it"])[0]["score"]
+    assert scores == pytest.approx(expected[0].softmax(-1).max().item(), rel=1e-5)
 
 
 def test_predict_flags_the_rows_below_the_stored_threshold_and_counts_them(trained, tmp_path, capsys):
@@ -259,3 +262,20 @@ def test_the_space_says_when_a_prediction_is_below_the_threshold(trained, tmp_pa
     assert "A person should code this text" in app.manual_note(unsure, backend)
     backend.manual_below = 0.01
     assert app.manual_note(unsure, backend) == ""
+
+
+def test_explanations_of_a_calibrated_model_are_scaled_by_its_temperature(trained):
+    from explainers import explain
+
+    model_dir, _, _ = trained
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    calibrated = AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True).eval()
+    raw = AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True, temperature=None)
+    temperature, text = calibrated.config.temperature, "a zebra near the fern"
+    scaled, unscaled = (explain(m, tokenizer, text, method="label_attention") for m in (calibrated, raw.eval()))
+    assert scaled.target == unscaled.target
+    np.testing.assert_allclose(scaled.scores, np.array(unscaled.scores) / temperature, rtol=1e-4, atol=1e-6)
+    with torch.no_grad():
+        logits = raw(**tokenizer([text], return_tensors="pt")).logits[0]
+    probability = explain(calibrated, tokenizer, text, method="saliency", output="probability").probability
+    assert probability == pytest.approx((logits / temperature).softmax(-1).max().item(), rel=1e-5)
