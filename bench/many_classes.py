@@ -14,6 +14,9 @@ Every system is trained on the training split of `labelattn.data.reading.load_da
 - `fasttext-autotune`: fastText's own search (`autotuneValidationFile` = the validation split, optimising F1,
   `--autotune-seconds` long), then trained with what it found;
 - `tfidf`: TF-IDF of word 1-2-grams (sublinear tf) + LinearSVC (C=1), scikit-learn;
+- `tfidf-sigmoid`, `tfidf-temperature`: the same LinearSVC (fitted once), its scores calibrated by scikit-learn's
+  `CalibratedClassifierCV` on the validation split (the fitted model wrapped in `FrozenEstimator`; Platt's sigmoid
+  per class then renormalised, or one temperature), the split labelattn fits its temperature on;
 - a labelattn model: a folder given with `--model` (prediction only; its training time is not known here), or one
   trained here by `labelattn train --data NAME OPTIONS` for each `--train OPTIONS`, timed end to end (start-up,
   data, training, evaluation, saving).
@@ -24,6 +27,13 @@ Scores: top-1 accuracy, macro-F1 (scikit-learn's, over the classes in the test l
 level of the data's hierarchy (a predicted class implies its groups). The top 5 are counted here from each system's
 5 best classes: the shipped metric wants every class's score as Python lists, 16 million floats at ICD-10-CM's size.
 Training seconds are wall-clock; prediction rows/s time the whole test split (tokenising included), top 5 asked.
+
+For every system that gives probabilities (fastText's own, the calibrated TF-IDF's, labelattn's
+after its temperature), the expected calibration error on test and the automatic coding rate at 95% and 97%
+accuracy: the threshold on the top probability chosen on the validation split (`labelattn.coding.choose_threshold`),
+the share of test texts at or above it and their accuracy are measured too (`--docs` writes that table into
+docs/coding-rate.md). The LinearSVC is fitted once per data set and shared by the three TF-IDF systems (its time is
+that one fit's, in every round).
 `--repeats N` runs the systems N times, interleaved (A, B, A, B), and reports the median times; scores come from the
 first round (every system here is deterministic but the autotuned fastText, whose search is timed). The CPU is
 shared: expect noise in the times, not in the scores.
@@ -52,18 +62,21 @@ from labelattn.data.records import LabelledData
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "many-classes.md"
+CODING_DOCS = ROOT / "docs" / "coding-rate.md"
 TOP = 5
 FASTTEXT = {"epoch": 25, "lr": 0.5, "wordNgrams": 2, "loss": "softmax", "thread": 1, "seed": 0, "verbose": 0}
 
 
 @dataclass
 class Run:
-    """One system's test predictions (the 5 best class indices per text, best first) and its times."""
+    """One system's test predictions (the 5 best class indices per text, best first) and its times; and for a
+    system with probabilities, the top probability and the top class of every validation and test text."""
 
     top: np.ndarray
     train_seconds: float | None
     predict_seconds: float
     note: str = ""
+    confident: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- systems
@@ -92,22 +105,64 @@ def fasttext_run(data: LabelledData, autotune_seconds: int = 0, **options) -> Ru
         train_seconds = time.perf_counter() - start
     texts = [fasttext_text(text) for text in data.splits["test"]["text"][:]]
     start = time.perf_counter()
-    labels, _ = model.predict(texts, k=TOP)
+    labels, probabilities = model.predict(texts, k=TOP)
     predict_seconds = time.perf_counter() - start
     top = np.array([[int(label.removeprefix("__label__")) for label in row] for row in labels])
     found = f"epoch {model.epoch}, lr {model.lr:.3g}, wordNgrams {model.wordNgrams}, dim {model.dim}, minn {model.minn}"
-    return Run(top, train_seconds, predict_seconds, f"autotuned: {found}" if autotune_seconds else "")
+    validation = [fasttext_text(text) for text in data.splits["validation"]["text"][:]]
+    best, best_probabilities = model.predict(validation, k=1)
+    confident = {
+        # fastText's probabilities can pass 1 by a rounding error
+        "test": (np.clip([p[0] for p in probabilities], 0, 1), top[:, 0]),
+        "validation": (np.clip([p[0] for p in best_probabilities], 0, 1), top_labels(best)),
+    }
+    return Run(top, train_seconds, predict_seconds, f"autotuned: {found}" if autotune_seconds else "", confident)
 
 
-def tfidf_run(data: LabelledData) -> Run:
+def top_labels(labels: list) -> np.ndarray:
+    return np.array([int(row[0].removeprefix("__label__")) for row in labels])
+
+
+@functools.cache
+def tfidf_fit(name: str) -> tuple[TfidfVectorizer, LinearSVC, float]:
+    """TF-IDF + LinearSVC fitted on the training split of the data set `name` (once per data set), and the
+    seconds it took."""
+    data = load_data(name)
     vectorizer, classifier = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True), LinearSVC()
     start = time.perf_counter()
     classifier.fit(vectorizer.fit_transform(data.splits["train"]["text"][:]), data.splits["train"]["label"][:])
-    train_seconds = time.perf_counter() - start
+    return vectorizer, classifier, time.perf_counter() - start
+
+
+def tfidf_run(data: LabelledData) -> Run:
+    vectorizer, classifier, train_seconds = tfidf_fit(data.source.name)
     start = time.perf_counter()
     scores = classifier.decision_function(vectorizer.transform(data.splits["test"]["text"][:]))
     top = classifier.classes_[np.argsort(-scores, axis=1)[:, :TOP]]
     return Run(top, train_seconds, time.perf_counter() - start)
+
+
+def calibrated_tfidf_run(data: LabelledData, method: str) -> Run:
+    """The LinearSVC of `tfidf_fit`, calibrated on the validation split by `CalibratedClassifierCV(method=...)`;
+    its training seconds include the calibration."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
+
+    vectorizer, classifier, train_seconds = tfidf_fit(data.source.name)
+    calibrated = CalibratedClassifierCV(FrozenEstimator(classifier), method=method)
+    start = time.perf_counter()
+    calibrated.fit(vectorizer.transform(data.splits["validation"]["text"][:]), data.splits["validation"]["label"][:])
+    train_seconds += time.perf_counter() - start
+    start = time.perf_counter()
+    probabilities = calibrated.predict_proba(vectorizer.transform(data.splits["test"]["text"][:]))
+    top = calibrated.classes_[np.argsort(-probabilities, axis=1)[:, :TOP]]
+    predict_seconds = time.perf_counter() - start
+    validation = calibrated.predict_proba(vectorizer.transform(data.splits["validation"]["text"][:]))
+    confident = {
+        "test": (probabilities.max(axis=1), top[:, 0]),
+        "validation": (validation.max(axis=1), calibrated.classes_[validation.argmax(axis=1)]),
+    }
+    return Run(top, train_seconds, predict_seconds, confident=confident)
 
 
 def labelattn_run(data: LabelledData, folder: Path, train_seconds: float | None = None) -> Run:
@@ -126,7 +181,14 @@ def labelattn_run(data: LabelledData, folder: Path, train_seconds: float | None 
     start = time.perf_counter()
     probabilities = predict(model, tokenizer, data.splits["test"]["text"][:], batch_size=64).probabilities
     top = to_data[probabilities.topk(min(TOP, len(names)), dim=-1).indices].numpy()
-    return Run(top, train_seconds, time.perf_counter() - start, f"{torch.get_num_threads()} torch threads")
+    predict_seconds = time.perf_counter() - start
+    validation = predict(model, tokenizer, data.splits["validation"]["text"][:], batch_size=64).probabilities
+    confident = {  # the probabilities after the model's temperature (config.json), which its forward applies
+        "test": (probabilities.max(dim=-1).values.double().numpy(), top[:, 0]),
+        "validation": (validation.max(dim=-1).values.double().numpy(), to_data[validation.argmax(dim=-1)].numpy()),
+    }
+    note = f"{torch.get_num_threads()} torch threads, temperature {model.config.temperature}"
+    return Run(top, train_seconds, predict_seconds, note, confident)
 
 
 def train_labelattn(name: str, options: str, number: int) -> tuple[Path, float]:
@@ -161,6 +223,14 @@ SYSTEMS: dict[str, tuple[str, Callable[..., Run]]] = {
         lambda data, args: fasttext_run(data, autotune_seconds=args.autotune_seconds),
     ),
     "tfidf": ("TF-IDF 1-2-grams + LinearSVC", lambda data, args: tfidf_run(data)),
+    "tfidf-sigmoid": (
+        "TF-IDF + LinearSVC, calibrated (sigmoid)",
+        lambda data, args: calibrated_tfidf_run(data, "sigmoid"),
+    ),
+    "tfidf-temperature": (
+        "TF-IDF + LinearSVC, calibrated (temperature)",
+        lambda data, args: calibrated_tfidf_run(data, "temperature"),
+    ),
 }
 
 
@@ -184,13 +254,13 @@ def scores(data: LabelledData, run: Run) -> dict[str, float]:
     return result
 
 
-def table(data: LabelledData, rows: list[tuple[str, dict[str, float], float | None, float, str]]) -> str:
+def table(data: LabelledData, rows: list[tuple]) -> str:
     upper = data.hierarchy.levels[:-1][::-1] if data.hierarchy else []
     many = len(data.label_names) > 2 * TOP  # precision@5 says nothing of 6 classes
     header = ["system", "top-1 accuracy", "macro-F1"] + ([f"p@{TOP} (recall@{TOP})"] if many else [])
     header += [f"{level} accuracy" for level in upper] + ["train s", "predict rows/s", "note"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, score, train_seconds, rows_per_second, note in rows:
+    for name, score, train_seconds, rows_per_second, note, _ in rows:
         cells = [name, f"{score['accuracy']:.4f}", f"{score['macro_f1']:.4f}"]
         cells += [f"{score[f'precision_at_{TOP}']:.4f} ({score[f'recall_at_{TOP}']:.4f})"] if many else []
         cells += [f"{score[f'{level}_accuracy']:.4f}" for level in upper]
@@ -199,7 +269,56 @@ def table(data: LabelledData, rows: list[tuple[str, dict[str, float], float | No
     return "\n".join(lines)
 
 
-def goal(rows: list[tuple[str, dict[str, float], float | None, float, str]], anchors: list[str]) -> str:
+def coding_scores(data: LabelledData, run: Run) -> dict[str, float | None]:
+    """The expected calibration error of the test split and, at each reported target accuracy, the share of test
+    texts coded and their accuracy, with the threshold on the top probability chosen on the validation split."""
+    import evaluate
+
+    from labelattn import coding
+    from labelattn.training.scores import METRICS_DIR
+
+    right = {}
+    for split, (confidence, predicted) in run.confident.items():
+        right[split] = (np.asarray(confidence, dtype=np.float64), predicted == np.array(data.splits[split]["label"][:]))
+    metric = evaluate.load(str(METRICS_DIR / "calibration"), keep_in_memory=True)
+    confidence, correct = right["test"]
+    result = {
+        "ece": metric.compute(predictions=confidence, references=correct.astype(int))["expected_calibration_error"]
+    }
+    for target in coding.REPORTED:
+        threshold = coding.choose_threshold(*right["validation"], target)
+        result[f"threshold_{target:g}"] = threshold
+        result[f"validation_rate_{target:g}"] = coding.rate_and_accuracy(*right["validation"], threshold)["rate"]
+        test = coding.rate_and_accuracy(*right["test"], threshold)
+        result[f"rate_{target:g}"], result[f"accuracy_{target:g}"] = test["rate"], test["accuracy"]
+    return result
+
+
+def coding_table(rows: list[tuple[str, dict[str, float], dict | None]]) -> str:
+    """One row per system with probabilities: top-1 accuracy, ECE, and the coding rate at each target."""
+    from labelattn.coding import REPORTED, shown
+
+    header = ["system", "top-1 accuracy", "ECE (test)"]
+    for target in REPORTED:
+        header += [f"coded at {target:.0%}: test (validation)", "accuracy of those, test", f"threshold {target:.0%}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, score, result in rows:
+        if result is None:
+            continue
+        cells = [name, f"{score['accuracy']:.4f}", f"{result['ece']:.4f}"]
+        for target in REPORTED:
+            threshold, accuracy = result[f"threshold_{target:g}"], result[f"accuracy_{target:g}"]
+            rate = f"**{result[f'rate_{target:g}']:.1%}** ({result[f'validation_rate_{target:g}']:.1%})"
+            cells += [
+                rate,
+                "—" if accuracy is None else f"{accuracy:.4f}",
+                "none" if threshold is None else shown(threshold),
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def goal(rows: list[tuple], anchors: list[str]) -> str:
     """The best anchor's top-1 error, and the accuracy a model needs for an error of at most 0.75 times it."""
     errors = [(1 - score["accuracy"], name) for name, score, *_ in rows if name in anchors]
     if not errors:
@@ -234,8 +353,11 @@ def main() -> None:
         rows = run_systems(name, data, args)
         text = f"{table(data, rows)}\n\n{goal(rows, [SYSTEMS[key][0] for key in args.systems])}"
         print(text, flush=True)
+        coded = coding_table([(label, score, coding) for label, score, *_, coding in rows])
+        print(f"\nCalibration and the automatic coding rate:\n\n{coded}", flush=True)
         if args.docs:
             write_into_docs(text, DOCS, f"many-classes-{name}")
+            write_into_docs(coded, CODING_DOCS, f"coding-rate-{name}")
 
 
 def run_systems(name: str, data: LabelledData, args: argparse.Namespace) -> list[tuple]:
@@ -256,7 +378,8 @@ def run_systems(name: str, data: LabelledData, args: argparse.Namespace) -> list
         trained_in = [r.train_seconds for r in done if r.train_seconds is not None]
         rate = statistics.median(len(r.top) / r.predict_seconds for r in done)
         train_seconds = statistics.median(trained_in) if trained_in else None
-        rows.append((label, scores(data, done[0]), train_seconds, rate, done[0].note))
+        coding = coding_scores(data, done[0]) if done[0].confident else None
+        rows.append((label, scores(data, done[0]), train_seconds, rate, done[0].note, coding))
     return rows
 
 

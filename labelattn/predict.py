@@ -2,13 +2,20 @@
 
 labelattn predict models/trec-embedding trec --output out/trec.parquet
 labelattn predict models/trec-embedding tickets.csv --text-column body --id-column ticket_id --output out/t.jsonl
+labelattn predict models/trec-embedding tickets.csv --target-accuracy 0.95 --output out/t.csv   # + a manual column
 accelerate launch --num_processes 8 -m labelattn predict MODEL tickets.parquet --output out/t.parquet
+
+`--target-accuracy A` (with a threshold that `labelattn train` chose on the validation split, stored in the model's
+coding.json) or `--manual-below P` adds a `manual` column: true for the rows a person should code, those whose
+probability is below the threshold (for a multi-label model, the least sure yes/no decision); the command prints
+how many.
 
 The rows are computed in shards written to `<output>.shards/` as they are made; the same command run again after
 an interruption skips the finished shards.
 """
 
 import argparse
+import sys
 
 from labelattn.arguments import add_model_arguments
 from labelattn.corpus.command import DATA_HELP, add_corpus_arguments
@@ -27,13 +34,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="multi-label models: the probability from which a label is predicted (default 0.5)",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    manual = parser.add_mutually_exclusive_group()
+    manual.add_argument(
+        "--target-accuracy",
+        type=float,
+        metavar="A",
+        help="add a `manual` column: true where the probability is below the threshold that `labelattn train` chose "
+        "on the validation split for accuracy A on the rest (0.8, 0.85, 0.9, 0.95, 0.97, 0.98 or 0.99)",
+    )
+    manual.add_argument(
+        "--manual-below",
+        type=float,
+        metavar="P",
+        help="add a `manual` column: true where the probability is below P, strictly between 0 and 1",
+    )
     add_model_arguments(parser)
+
+
+def manual_threshold(args: argparse.Namespace) -> tuple[float, str] | None:
+    """The probability below which a row goes to a person, and what it is, from --manual-below or
+    --target-accuracy (read from the model's coding.json); None when neither is given."""
+    from labelattn import coding
+
+    if args.manual_below is not None:
+        return coding.check_probability(args.manual_below, "--manual-below"), "--manual-below"
+    if args.target_accuracy is None:
+        return None
+    threshold = coding.stored_threshold(coding.read_coding(args.model, args.revision), args.target_accuracy, args.model)
+    return threshold, f"the threshold for {args.target_accuracy:.0%} accuracy chosen on validation"
+
+
+def print_manual_rows(dataset, threshold: float, source: str) -> None:
+    """How many rows the `manual` column sends to a person (error rows, with no probability, are counted apart)."""
+    import pyarrow.compute as pc
+
+    from labelattn.coding import shown
+
+    manual = dataset.data.column("manual")
+    count, rows = pc.sum(manual).as_py() or 0, len(dataset) - manual.null_count
+    share = f" ({count / rows:.1%})" if rows else ""
+    print(
+        f"labelattn: {count} of {rows} row(s){share} to code by hand (`manual` column): probability below "
+        f"{shown(threshold)}, {source}",
+        file=sys.stderr,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from labelattn.corpus.command import open_corpus_run, run_to_file
     from labelattn.corpus.jobs import predict_job
+    from labelattn.corpus.processes import process_state
 
+    manual = manual_threshold(args)  # a bad threshold or target is refused before anything is read or written
     output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")
     job = predict_job(
         model,
@@ -42,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         threshold=args.threshold,
         long_text=args.long_text,
+        manual_below=manual[0] if manual else None,
     )
-    run_to_file(job, dataset, output, args)
+    report = run_to_file(job, dataset, output, args)
+    if manual and process_state().is_main_process:
+        print_manual_rows(report.dataset, *manual)
     return 0

@@ -45,6 +45,7 @@ from explainers.models import is_multi_label
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
+from labelattn.coding import check_probability, row_confidence
 from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
@@ -242,9 +243,12 @@ def predict_job(
     max_length: int | None = None,
     threshold: float | None = None,
     long_text: str = "truncate",
+    manual_below: float | None = None,
 ) -> Job:
     """The predicted label(s) and every class's probability (`prob_<label>` columns); a text longer than the model
-    reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see `explainers.windows`)."""
+    reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see `explainers.windows`). With
+    `manual_below`, a `manual` column says which rows a person should code: those whose confidence (the top
+    probability; for a multi-label model the least sure yes/no decision, see `labelattn.coding`) is below it."""
     labels = class_names(model.config)
     multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
@@ -255,6 +259,8 @@ def predict_job(
     check_count(batch_size, "batch_size", "texts", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
     check_long_text_choice(long_text)
+    if manual_below is not None:
+        check_probability(manual_below, "manual_below")
     predicted = "predicted_labels" if multi_label else "predicted_label"
     kind = datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string")
     groups = upper_levels(model.config, labels)
@@ -265,6 +271,7 @@ def predict_job(
             **{f"{predicted}_{level}": kind for level in groups},
             **{f"prob_{label}": datasets.Value("float32") for label in labels},
             "truncated": datasets.Value("bool"),
+            **({"manual": datasets.Value("bool")} if manual_below is not None else {}),
         }
     )
 
@@ -283,11 +290,15 @@ def predict_job(
                 label = labels[best]
                 levels = {f"{predicted}_{level}": of[best] for level, of in groups.items()}
             by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
-            rows.append([{predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}])
+            row = {predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}
+            if manual_below is not None:
+                row["manual"] = row_confidence(probs, multi_label) < manual_below
+            rows.append([row])
         return rows
 
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
     settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
+    settings |= {"manual_below": manual_below} if manual_below is not None else {}
     return Job(model, tokenizer, max_length, settings, features, compute, long_text)
 
 

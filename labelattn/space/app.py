@@ -49,6 +49,7 @@ from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
 from explainers.windows import check_long_text
 from explainers.words import text_problem
+from labelattn.coding import SPACE_TARGET, read_coding, row_confidence, shown
 
 from .export import MODEL_FILES
 
@@ -196,6 +197,10 @@ class Backend:
         self.methods = [m for m in METHODS if supported[m] is None]
         self.unsupported = {m: supported[m] for m in METHODS if supported[m] is not None}
         self.costs = {m: cost for m in self.methods if (cost := Cost.of(m)) is not None}
+        # Below this probability a person should code the text: the threshold `labelattn train` chose for
+        # SPACE_TARGET accuracy (coding.json), or None.
+        thresholds = (read_coding(model_path) or {}).get("thresholds", {})
+        self.manual_below = thresholds.get(f"{SPACE_TARGET:g}")
 
     def describe(self) -> str:
         config, shown = self.model.config, self.labels[:TOP_CLASSES]
@@ -327,6 +332,20 @@ def details_markdown(exp: Explanation, backend: Backend) -> str:
     return "\n\n".join(lines)
 
 
+def manual_note(probabilities: dict[str, float], backend: Backend) -> str:
+    """A warning when the prediction is too unsure to be coded without a person (the model's stored threshold)."""
+    if backend.manual_below is None:
+        return ""
+    multi_label = getattr(backend.model.config, "problem_type", None) == "multi_label_classification"
+    confidence = row_confidence(list(probabilities.values()), multi_label)
+    if confidence >= backend.manual_below:
+        return ""
+    return (
+        f"\n\n⚠️ **A person should code this text**: the model's confidence, {confidence:.3f}, is below "
+        f"{shown(backend.manual_below)}, the threshold chosen on its validation split for {SPACE_TARGET:.0%} accuracy."
+    )
+
+
 def truncation_warning(backend: Backend) -> str:
     return (
         f"⚠️ **The text was cut**: this demo reads at most {backend.max_tokens} tokens, so only the words shown "
@@ -367,7 +386,8 @@ class Endpoints:
         probabilities = backend.predict(given)  # the page shows them; they also name the predicted class
         wanted = target_of(target, contrast, lambda: max(probabilities, key=probabilities.get))
         exp = backend.explain(given, method, wanted, **backend.cost_options(method, costs))
-        return probabilities, exp.segments(), details_markdown(exp, backend), exp.to_dict()
+        details = details_markdown(exp, backend) + manual_note(probabilities, backend)
+        return probabilities, exp.segments(), details, exp.to_dict()
 
     @user_errors
     def heatmap(self, text: str, text_pair: str | None = None) -> Figure:

@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constan
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from labelattn.coding import shown
 from labelattn.data.records import LabelledData
 from labelattn.training import backbones
 
@@ -93,10 +94,69 @@ print({{model.config.id2label[i]: round(p, 3) for i, p in enumerate(probabilitie
 ```"""
 
 
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def rate_row(what: str, target: str, rate: dict) -> str:
+    """A row of the coding-rate table: the threshold chosen on validation and what it gives on both splits."""
+    threshold = "none reached it" if rate["threshold"] is None else shown(rate["threshold"])
+    validation, test = rate["validation"], rate["test"]
+    return (
+        f"| {float(target):.0%} | {what} | {threshold} | {percent(validation['rate'])} | "
+        f"{percent(validation['accuracy'])} | **{percent(test['rate'])}** | {percent(test['accuracy'])} |"
+    )
+
+
+def coding_section(coding: dict, repo: str) -> str:
+    """What the card says of the calibration and of the automatic coding rate (`labelattn.training.coding_report`)."""
+    errors = coding["expected_calibration_error"]["test"]
+    rows = [rate_row("class", target, rate) for target, rate in coding["coding_rate"].items()]
+    for level, rates in coding.get("levels", {}).items():
+        rows += [rate_row(f"{level} alone", target, rate) for target, rate in rates.items()]
+    fallback = coding.get("fallback")
+    for target in (t for t in fallback if t != "levels") if fallback else []:
+        chain = " > ".join(fallback["levels"])
+        result = fallback[target]
+        rate = {"threshold": None, "validation": result["validation"], "test": result["test"]}
+        rows.append(rate_row(f"falling back {chain}", target, rate).replace("none reached it", "one per level"))
+    coarser = (
+        " Where the class is unsure, a text can be coded at a coarser level (the group's probability is the sum of "
+        "its classes'), each level with its own threshold, chosen in turn on the texts the finer levels left."
+        if fallback
+        else ""
+    )
+    return f"""## Calibration and automatic coding rate
+
+The probabilities are calibrated: the model divides its logits by a temperature, T = {coding["temperature"]:.4f}
+(`temperature` in config.json), fitted on the validation split after training (temperature scaling: the
+predictions are unchanged). Expected calibration error on the test split ({coding["bins"]} equal-width bins of the
+{coding["confidence"]}): **{errors["before"]:.4f} before, {errors["after"]:.4f} after**.
+
+The automatic coding rate is the share of texts the model codes alone, leaving the rest to people, while keeping a
+target accuracy on those it codes: a text is coded when its {coding["confidence"]} reaches a threshold, chosen on
+the validation split (the largest share of texts with that accuracy) and measured on the test split.{coarser}
+
+| target | level | threshold (validation) | coded, validation | accuracy, validation | coded, test | accuracy, test |
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+![Reliability diagram](reliability.png) ![Coverage against accuracy](coverage-accuracy.png)
+
+The thresholds for 80% to 99% are in `coding.json`: `labelattn predict {repo} DATA --target-accuracy 0.95` writes a
+`manual` column that says which rows a person should code.
+"""
+
+
 def model_card(
-    data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], repo_id: str | None = None
+    data: LabelledData,
+    args: argparse.Namespace,
+    scores: dict[str, dict],
+    repo_id: str | None = None,
+    coding: dict | None = None,
 ) -> ModelCard:
-    """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split."""
+    """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split, with the
+    calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given."""
     name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
     backbone = backbones.description(args.backbone)
     if backbones.backbone_kind(args.backbone) == "embedding":
@@ -153,6 +213,7 @@ Labels ({len(data.label_names)}): {labels}.
 |---|{"---|" * len(metric_names)}
 {score_rows}
 
+{coding_section(coding, repo_id or str(args.output_dir)) if coding else ""}
 ## Training
 
 ```bash
@@ -178,11 +239,16 @@ word scores: `explain(model, tokenizer, text, method="label_attention")`.
 
 
 def write_model_card(
-    folder: Path, data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], repo_id: str | None = None
+    folder: Path,
+    data: LabelledData,
+    args: argparse.Namespace,
+    scores: dict[str, dict],
+    repo_id: str | None = None,
+    coding: dict | None = None,
 ) -> Path:
     """Write README.md into `folder`; returns its path."""
     path = Path(folder) / "README.md"
-    model_card(data, args, scores, repo_id).save(path)
+    model_card(data, args, scores, repo_id, coding).save(path)
     return path
 
 

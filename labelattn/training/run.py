@@ -6,20 +6,23 @@
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
 so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
-steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the saved
-model. The rest of `labelattn.training` has one module each: the options (`arguments`), their defaults and checks
-and the rules of resuming (`settings`), the model and its loaders (`build`), the prepared run (`setup`), the
-scores (`scores`), the named backbones (`backbones`), the rules of the output folder (`checkpoints`), and the
-named points of a run, where the fault-injection tests stop it (`events`).
+steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the final
+scores and calibration, the saved model. The rest of `labelattn.training` has one module each: the options
+(`arguments`), their defaults and checks and the rules of resuming (`settings`), the model and its loaders
+(`build`), the prepared run (`setup`), the scores (`scores`), the temperature fitted on validation
+(`calibration`), the calibration error and automatic coding rates it gives (`coding_report`), the named backbones
+(`backbones`), the rules of the output folder (`checkpoints`), and the named points of a run, where the
+fault-injection tests stop it (`events`).
 """
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from labelattn.training import checkpoints
 from labelattn.training.arguments import add_arguments, command_line
 from labelattn.training.build import load_tokenizer
-from labelattn.training.scores import evaluate_split, format_scores
+from labelattn.training.scores import evaluate_split, format_scores, predict_split, split_scores
 from labelattn.training.settings import (
     SETTINGS_FILE,
     TrainingError,
@@ -32,6 +35,9 @@ from labelattn.training.settings import (
     settings_of,
 )
 from labelattn.training.setup import Training, load_training_data, make_accelerator, set_up
+
+if TYPE_CHECKING:  # matplotlib and scikit-learn load when a run reports, so that --help stays fast
+    from labelattn.training.coding_report import CodingReport
 
 # `labelattn.cli` reads the options of this command from here.
 __all__ = ["add_arguments", "run"]
@@ -130,9 +136,8 @@ def train_epoch(run: Training, bar) -> None:
             save_checkpoint(run)
 
 
-def train_epochs(run: Training) -> dict[str, float]:
-    """Train to the last epoch, with a validation after each; the last validation scores ({} when resumed after
-    the last epoch)."""
+def train_epochs(run: Training) -> None:
+    """Train to the last epoch, with a validation after each."""
     from tqdm.auto import tqdm
 
     args, progress, accelerator = run.args, run.progress, run.accelerator
@@ -144,7 +149,6 @@ def train_epochs(run: Training) -> dict[str, float]:
     total = run.steps_per_epoch * args.epochs
     bar = tqdm(total=total, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
     run.model.train()
-    validation = {}
     while progress.epoch < args.epochs:
         train_epoch(run, bar)
         progress.epoch, progress.batches = progress.epoch + 1, 0
@@ -155,7 +159,6 @@ def train_epochs(run: Training) -> dict[str, float]:
     bar.close()
     if not checkpoints.is_complete(checkpoints.checkpoint_dir(run.output_dir, progress.steps)):
         save_checkpoint(run)  # the final state, unless a checkpoint was saved (or resumed from) at this step
-    return validation
 
 
 def fit_untrained_classes(run: Training) -> None:
@@ -177,9 +180,37 @@ def evaluate(run: Training, split: str) -> dict[str, float]:
     )
 
 
-def save_model(run: Training, scores: dict[str, dict]) -> None:
-    """The model folder: weights (finite, or refused), code, tokenizer and card; then the run is marked finished."""
+def final_scores(run: Training) -> tuple[dict[str, dict], "CodingReport"]:
+    """The scores of the validation and test splits, and the calibration: the temperature fitted on the validation
+    logits (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by
+    it, and what it gives (`labelattn.training.coding_report`). The same on every process, as the logits are."""
+    from labelattn.training.calibration import fit_temperature
+    from labelattn.training.coding_report import coding_report
+
+    data = run.data
+    predicted = {
+        split: predict_split(run.model, run.loaders[split], run.accelerator, data.multi_label)
+        for split in ("validation", "test")
+    }
+    scores = {
+        split: split_scores(run.metrics, *predicted[split], data.multi_label, data.label_names, data.hierarchy)
+        for split in predicted
+    }
+    _, references, logits = predicted["validation"]
+    temperature = fit_temperature(logits, references, data.multi_label)
+    run.accelerator.unwrap_model(run.model).config.temperature = temperature
+    splits = {split: (logits, references) for split, (_, references, logits) in predicted.items()}
+    report = coding_report(
+        splits["validation"], splits["test"], temperature, data.multi_label, data.label_names, data.hierarchy
+    )
+    return scores, report
+
+
+def save_model(run: Training, scores: dict[str, dict], report: "CodingReport") -> None:
+    """The model folder: weights (finite, or refused), code, tokenizer, the coding thresholds and figures, and the
+    card; then the run is marked finished."""
     from labelattn.training import card
+    from labelattn.training.coding_report import write_report
 
     accelerator = run.accelerator
     if not all_finite(accelerator, run.model.parameters()):
@@ -192,8 +223,11 @@ def save_model(run: Training, scores: dict[str, dict]) -> None:
         accelerator.unwrap_model(run.model).save_pretrained(run.output_dir, state_dict=state_dict)
         run.events("tokenizer")
         run.tokenizer.save_pretrained(run.output_dir)
+        write_report(run.output_dir, report)
         run.events("card")
-        card.write_model_card(run.output_dir, run.data, run.args, scores, repo_id=run.args.push_to_hub)
+        card.write_model_card(
+            run.output_dir, run.data, run.args, scores, repo_id=run.args.push_to_hub, coding=report.summary
+        )
         run.events("finish")
         checkpoints.mark_finished(run.output_dir)
     accelerator.wait_for_everyone()
@@ -218,6 +252,7 @@ def push(run: Training) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from labelattn.training import card
+    from labelattn.training.coding_report import format_report
 
     args.command_line = command_line(args)
     args = resolve_defaults(args)
@@ -233,10 +268,11 @@ def run(args: argparse.Namespace) -> int:
         resume(training)
     else:
         start_fresh(training)
-    validation = train_epochs(training)
-    scores = {"validation": validation or evaluate(training, "validation"), "test": evaluate(training, "test")}
-    save_model(training, scores)
+    train_epochs(training)
+    scores, report = final_scores(training)
+    save_model(training, scores, report)
     training.accelerator.print(f"test {format_scores(scores['test'])}")
+    training.accelerator.print(format_report(report.summary))
     training.accelerator.print(f"Saved the model to {args.output_dir}")
     push(training)
     training.accelerator.end_training()

@@ -32,8 +32,9 @@ def ranking_cutoffs(num_labels: int, multi_label: bool) -> list[int]:
     return [k for k in RANKING_CUTOFFS if k < num_labels]
 
 
-def predict_split(model, loader, accelerator, multi_label: bool) -> tuple[list, list, list]:
-    """Predicted and true labels and the logits of every row of a split, gathered from every process."""
+def predict_split(model, loader, accelerator, multi_label: bool):
+    """Predicted and true labels and the logits `(rows, num_labels)` of every row of a split, gathered from every
+    process, as CPU tensors."""
     import torch
 
     model.eval()
@@ -49,7 +50,7 @@ def predict_split(model, loader, accelerator, multi_label: bool) -> tuple[list, 
             references.append(labels.cpu())
             logits.append(scores.cpu())
     model.train()
-    return torch.cat(predictions).tolist(), torch.cat(references).tolist(), torch.cat(logits).tolist()
+    return torch.cat(predictions), torch.cat(references), torch.cat(logits)
 
 
 def level_scores(
@@ -77,9 +78,23 @@ def evaluate_split(
     label_names: list[str],
     hierarchy: "Hierarchy | None" = None,
 ) -> dict[str, float]:
+    """`split_scores` of the predictions of a split, gathered from every process."""
+    predicted = predict_split(model, loader, accelerator, multi_label)
+    return split_scores(metrics, *predicted, multi_label, label_names, hierarchy)
+
+
+def split_scores(
+    metrics: dict,
+    predictions,
+    references,
+    logits,
+    multi_label: bool,
+    label_names: list[str],
+    hierarchy: "Hierarchy | None" = None,
+) -> dict[str, float]:
     """Accuracy and macro-F1 (and micro-F1 for multi-label; precision@k and recall@k for multi-label or many
-    classes; both at each upper level of a single-label `hierarchy`) over a split, gathered from every process."""
-    predictions, references, logits = predict_split(model, loader, accelerator, multi_label)
+    classes; both at each upper level of a single-label `hierarchy`) of `predict_split`'s tensors."""
+    predictions, references = predictions.tolist(), references.tolist()
     f1 = metrics["f1"]
     scores = {
         "accuracy": metrics["accuracy"].compute(predictions=predictions, references=references)["accuracy"],
@@ -89,7 +104,7 @@ def evaluate_split(
         scores["micro_f1"] = f1.compute(predictions=predictions, references=references, average="micro")["f1"]
     cutoffs = ranking_cutoffs(len(label_names), multi_label)
     if cutoffs:
-        scores.update(metrics["precision_at_k"].compute(predictions=logits, references=references, k=cutoffs))
+        scores.update(metrics["precision_at_k"].compute(predictions=logits.tolist(), references=references, k=cutoffs))
     if hierarchy is not None and not multi_label:
         scores.update(level_scores(metrics, predictions, references, label_names, hierarchy))
     return scores
