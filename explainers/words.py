@@ -102,12 +102,30 @@ def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     return texts, single
 
 
+# Characters that may share a grapheme cluster with a neighbour: all but ASCII, and CR and LF (CR LF is one). Between
+# two other ASCII characters there is always a cluster boundary (Unicode's rules GB3-GB999).
+JOINING = regex.compile(r"[^\x00-\x09\x0b\x0c\x0e-\x7f]+")
+
+
 def grapheme_bounds(text: str) -> tuple[list[int], list[int]]:
-    """For each character position, the start and the end of the grapheme cluster it belongs to."""
-    starts, ends = [0] * len(text), [0] * len(text)
-    for cluster in regex.finditer(r"\X", text):
-        for i in range(cluster.start(), cluster.end()):
-            starts[i], ends[i] = cluster.start(), cluster.end()
+    """For each character position, the start and the end of the grapheme cluster it belongs to.
+
+    Only the stretches around joining characters (with one other character either side, where a cluster boundary
+    is sure) are segmented by `regex`'s `\\X`: a text of ASCII words costs two `range`s, not a match per character.
+    """
+    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+    stretches: list[list[int]] = []
+    for run in JOINING.finditer(text):
+        start, end = max(0, run.start() - 1), min(len(text), run.end() + 1)
+        if stretches and start < stretches[-1][1]:
+            stretches[-1][1] = end
+        else:
+            stretches.append([start, end])
+    for first, last in stretches:
+        for cluster in regex.finditer(r"\X", text[first:last]):
+            start, end = first + cluster.start(), first + cluster.end()
+            starts[start:end] = [start] * (end - start)
+            ends[start:end] = [end] * (end - start)
     return starts, ends
 
 
@@ -165,10 +183,14 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
     return items
 
 
-def tokenized_text(text: TextInput, encoding, row: int, index: int) -> TokenizedText:
-    """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`."""
+def tokenized_text(
+    text: TextInput, encoding, row: int, index: int, bounds: list[tuple[list[int], list[int]]] | None = None
+) -> TokenizedText:
+    """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`; `bounds` are the
+    `grapheme_bounds` of each segment, when the caller has them (the windows of one text share them)."""
     segments = text if isinstance(text, tuple) else (text,)
-    bounds = [grapheme_bounds(segment) for segment in segments]
+    if bounds is None:
+        bounds = [grapheme_bounds(segment) for segment in segments]
     # Raw spans of the tokenizer's words, keyed (segment, word id), in order of first appearance.
     raw: dict[tuple[int, int], list[int]] = {}
     keys: list[tuple[int, int] | None] = []
