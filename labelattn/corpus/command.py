@@ -59,6 +59,13 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -
         help="rows per shard: the unit of work, of resuming and of the split across processes (default 1000)",
     )
     parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="the longest text a row may hold, in characters: a longer one becomes an error row saying so, and the "
+        "other rows are computed (default: 10,000,000, about 1.6 million words)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the results of a run with other settings at --output "
@@ -160,6 +167,7 @@ def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: arg
         overwrite=args.overwrite,
         progress=not args.no_progress,
         protected=(Path(args.data),) if Path(args.data).exists() else (),
+        **({"max_chars": args.max_chars} if args.max_chars is not None else {}),
     )
     report = run_job(job, dataset, options)
     state = process_state()

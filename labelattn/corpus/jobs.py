@@ -16,8 +16,8 @@ checked before the folder is touched. Under `accelerate launch` the pending shar
 is the shards read back in order, memory-mapped: the corpus is never held in memory as Python objects, only one
 shard at a time.
 
-A row whose text cannot be read (missing, empty, or giving no token the model knows) becomes an error row that
-names it, and never stops the run.
+A row whose text cannot be read (missing, empty, giving no token the model knows, or longer than `max_chars`)
+becomes an error row that names it, and never stops the run: one bad or huge row costs only itself.
 """
 
 import dataclasses
@@ -48,6 +48,10 @@ from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
 DEFAULT_SHARD_SIZE = 1000
+# The longest text (characters, both segments of a pair together) a row may hold: about 1.6 million words, a few
+# minutes of windows. A longer one is more often a file's mistake (a whole export in one cell) than a document, and
+# would hold up its shard's other rows and its memory: it becomes an error row that says so.
+DEFAULT_MAX_CHARS = 10_000_000
 # Label attention's classes × words matrix would make every row as large as all its --all-targets rows together:
 # the corpus files keep the method's scalar and per-word diagnostics only.
 DROPPED_EXTRAS = ("class_scores", "labels")
@@ -74,6 +78,7 @@ class CorpusOptions:
         overwrite: replace a folder's results of other settings (only its own files are deleted).
         progress: show a progress bar of every process's rows (on the main process).
         protected: files the run reads (the input file), which the output folder must neither hold nor replace.
+        max_chars: the longest text a row may hold, in characters; a longer one becomes an error row.
     """
 
     output_dir: str | Path | None = None
@@ -84,6 +89,7 @@ class CorpusOptions:
     overwrite: bool = False
     progress: bool = True
     protected: tuple[Path, ...] = ()
+    max_chars: int = DEFAULT_MAX_CHARS
 
 
 # --------------------------------------------------------------------------------------------------- the input
@@ -442,6 +448,7 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     check is made before the output folder is touched (but for an iterable's copy there, which is read back)."""
     state = process_state()
     check_count(options.shard_size, "shard_size", "rows", error=CorpusError)
+    check_count(options.max_chars, "max_chars", "characters", error=CorpusError)
     output_dir = options.output_dir
     if output_dir is None:
         if state.num_processes > 1:
@@ -473,6 +480,8 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
         "shard_size": options.shard_size,
         "input": {"rows": len(dataset), "fingerprint": fingerprint(dataset)},
     }
+    if options.max_chars != DEFAULT_MAX_CHARS:  # (the folders of older runs have none)
+        settings["max_chars"] = options.max_chars
     shard_size = options.shard_size
     folder.num_shards = math.ceil(len(dataset) / shard_size)
     folder.check_settings(settings, options.overwrite)  # every process: all refuse together, before any write
@@ -494,7 +503,9 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     with state.split_between_processes(pending) as mine:
         for index in mine:
             rows = table[index * shard_size : (index + 1) * shard_size]
-            shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, options.id_column)
+            shard = shard_table(
+                job, rows, index * shard_size, text_column, text_pair_column, options.id_column, options.max_chars
+            )
             folder.write(index, shard)
             if bar is not None:
                 # The shards finished in the shared folder: the progress of every process, not only this one.
@@ -524,7 +535,13 @@ def check_result_columns(dataset: datasets.Dataset, job: Job) -> None:
 
 
 def shard_table(
-    job: Job, rows: pa.Table, first_row: int, text_column: str, text_pair_column: str | None, id_column: str | None
+    job: Job,
+    rows: pa.Table,
+    first_row: int,
+    text_column: str,
+    text_pair_column: str | None,
+    id_column: str | None,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> pa.Table:
     """One shard's output: `row` (the input's row number), the id column, the input's other columns, the results,
     and `error` (null unless the row could not be read: why, naming the row and its id). A row with several
@@ -535,7 +552,7 @@ def shard_table(
     def row_name(i: int) -> str:
         return f"row {first_row + i}" + (f" ({id_column} {ids[i]!r})" if ids is not None else "")
 
-    problems = [input_problem(text) for text in texts]
+    problems = [row_problem(text, max_chars) for text in texts]
     valid = [i for i, problem in enumerate(problems) if problem is None]
     with warnings.catch_warnings():
         # Truncation is a column of the output, not a warning per row.
@@ -557,6 +574,20 @@ def shard_table(
     columns.update({name: inputs.column(name) for name in order})
     columns.update({name: result_table.column(name) for name in result_table.column_names})
     return pa.table(columns)
+
+
+def row_problem(text: Any, max_chars: int) -> str | None:
+    """What keeps a row's text from being computed (`input_problem`, or more than `max_chars` characters), or None."""
+    problem = input_problem(text)
+    if problem is not None:
+        return problem
+    size = sum(map(len, text)) if isinstance(text, tuple) else len(text)
+    if size > max_chars:
+        return (
+            f"has {size:,} characters, more than the {max_chars:,} a row may hold: split it into several rows, or "
+            "raise the bound (--max-chars, max_chars=)"
+        )
+    return None
 
 
 def compute_rows(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] | str]:
@@ -594,7 +625,7 @@ def predict_dataset(
             (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
             ("windows" reads them whole, see `explainers.windows`); and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
-            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
+            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`, `max_chars`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
