@@ -49,6 +49,22 @@ class TokenizedText:
     word_segments: list[int] | None = None
 
 
+# A code point of U+D800 to U+DFFF: half of a UTF-16 pair, never a character of its own (no tokenizer, file or
+# Arrow column takes one). Python's str holds one after `json.loads('"\\ud800"')` or `errors="surrogateescape"`.
+SURROGATE = regex.compile(r"[\ud800-\udfff]")
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Where `text` holds a lone surrogate, as the end of a sentence that names it, or None."""
+    found = SURROGATE.search(text)
+    if found is None:
+        return None
+    return (
+        f"holds a lone surrogate (U+{ord(found.group()):04X} at character {found.start()}), which is not Unicode "
+        "text: remove it, or decode the source with errors='replace'"
+    )
+
+
 def text_problem(value: object) -> str | None:
     """What makes `value` no text to classify, as the end of a sentence that names it ("is empty or only
     whitespace"), or None for a text. The one rule of every entry point: explain, predict, the corpus commands,
@@ -62,7 +78,7 @@ def text_problem(value: object) -> str | None:
         return f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a str"
     if not value.strip():
         return "is empty or only whitespace"
-    return None
+    return surrogate_problem(value)
 
 
 SEGMENT_NAMES = ("text", "second text")
@@ -98,7 +114,9 @@ def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     for i, text in enumerate(texts):
         problem = input_problem(text)
         if problem is not None:
-            raise ExplainerInputError(f"Text {i} {problem}: pass a str, a pair (text, text_pair) or a list of them.")
+            # A problem that names its own fix ("...: decode it first") is given as it is.
+            fix = "" if ": " in problem else ": pass a str, a pair (text, text_pair) or a list of them"
+            raise ExplainerInputError(f"Text {i} {problem}{fix}.")
     return texts, single
 
 

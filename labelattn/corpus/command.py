@@ -141,21 +141,25 @@ def model_and_tokenizer(args: argparse.Namespace):
 
 def open_corpus_run(args: argparse.Namespace, kind: str, name: str):
     """What `labelattn predict` and `explain --data` check and load, in this order, before any work: the output
-    path (`output_path(args, kind, name)`), the corpus and its columns, then the model. Returns
+    path (`output_path(args, kind, name)`), the corpus, its columns and whether the output's format holds their
+    values, then the model. Returns
     `(output, dataset, model, tokenizer)`."""
+    from labelattn.corpus.files import check_values_fit
     from labelattn.corpus.jobs import check_columns
 
     output = output_path(args, kind, name)
     check_output(output, args.data, args.overwrite)
     dataset = load_corpus(args.data, args.split)
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
+    check_values_fit(dataset, output)
     return (output, dataset, *model_and_tokenizer(args))
 
 
 def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: argparse.Namespace) -> "CorpusReport":
     """Run `job` over `dataset` in shards beside `output`, as the command's corpus arguments say; then the main
     process writes `output` from the shards and the report line."""
-    from labelattn.corpus.jobs import CorpusOptions, run_job, save
+    from labelattn.corpus.files import save
+    from labelattn.corpus.jobs import CorpusOptions, run_job
     from labelattn.corpus.processes import process_state
 
     options = CorpusOptions(

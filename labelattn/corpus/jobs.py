@@ -44,6 +44,7 @@ from explainers.loading import class_names
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
+from labelattn.corpus.files import save
 from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
@@ -668,42 +669,3 @@ def split_arguments(arguments: dict[str, Any]) -> tuple[CorpusOptions, dict[str,
     names = {field.name for field in dataclasses.fields(CorpusOptions)}
     corpus = {name: value for name, value in arguments.items() if name in names}
     return CorpusOptions(**corpus), {name: value for name, value in arguments.items() if name not in names}
-
-
-# --------------------------------------------------------------------------------------------------- files
-
-
-def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) -> Path:
-    """Write `dataset` to `path` in the format of its extension, `batch_rows` rows at a time: `.parquet` (nested
-    lists as lists), `.jsonl` (one JSON object per line), `.csv` (lists and dicts as JSON strings). The file is
-    written under a temporary name and renamed, so that it is never seen half-written."""
-    import csv
-
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".jsonl", ".csv"):
-        raise CorpusError(f"{path}: end the file name with .parquet, .jsonl or .csv to pick the format.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A name of this process's own: a second run writing the same output cannot interleave with this one.
-    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    if suffix == ".parquet":
-        table = dataset.with_format("arrow")
-        with pq.ParquetWriter(temporary, dataset.features.arrow_schema) as writer:
-            for start in range(0, len(dataset), batch_rows):
-                writer.write_table(table[start : start + batch_rows].cast(dataset.features.arrow_schema))
-    else:
-        with temporary.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=dataset.column_names) if suffix == ".csv" else None
-            if writer is not None:
-                writer.writeheader()
-            # Decoded by `datasets`: a column of mixed types (`Json`) is written as its values, not as JSON texts.
-            for batch in dataset.with_format(None).iter(batch_size=batch_rows):
-                for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
-                    if writer is None:
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    else:
-                        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
-    os.replace(temporary, path)
-    return path
