@@ -2,10 +2,12 @@
 whole in windows, in time linear in its length, or refused alone above `--max-chars`), and every value of every
 column passed through is written as it was read, or its column refused before any work."""
 
+import csv
 import json
 import random
 from pathlib import Path
 
+import datasets
 import pyarrow.parquet as pq
 import pytest
 from conftest import FILLER, make_model, save_model
@@ -61,3 +63,89 @@ def test_a_row_of_100000_words_costs_only_itself(model_folder, tokenizer, tmp_pa
         [r["probability"] for i, r in enumerate(written) if i != 4], abs=1e-6
     )
     assert "1 row(s) kept with the reason in their error column" in capsys.readouterr().err
+
+
+# --- every value written as it was read -------------------------------------------------------------------------
+
+# Rows whose passed-through columns mix types: a number among the texts, `n` of 1 and "two", a nested `meta.a` of
+# both, and a list column; row 3's text is its error.
+MIXED = [
+    {"id": 0, "text": "Who wrote Hamlet ?", "n": "two", "meta": {"a": "x"}, "tags": ["a"]},
+    {"id": 1, "text": "What is the capital of France ?", "n": 1, "meta": {"a": 1}, "tags": []},
+    {"id": 2, "text": "How far is the moon ?", "n": None, "meta": {"a": [1, "b"]}, "tags": None},
+    {"id": 3, "text": 1984, "n": 2.5, "meta": {"a": None}, "tags": ["b", "c"]},
+]
+COLUMNS = ("id", "text", "n", "meta", "tags")
+
+
+def read_output(path: Path) -> list[dict]:
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def as_csv_cell(value) -> str:
+    """A value as a CSV output writes it: a string as it is, nothing as an empty cell, a list or dict as JSON."""
+    if value is None:
+        return ""
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+def write_input(folder: Path, suffix: str) -> tuple[Path, list[dict]]:
+    """MIXED as a file of `suffix`, and the rows as that format gives them back (a CSV cell is a string)."""
+    path = folder / f"input{suffix}"
+    if suffix == ".jsonl":
+        return write_jsonl(path, MIXED), MIXED
+    if suffix == ".parquet":
+        datasets.Dataset.from_list(MIXED, on_mixed_types="use_json").to_parquet(path)
+        return path, MIXED
+    rows = [{name: as_csv_cell(row[name]) for name in COLUMNS} for row in MIXED]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    # Every CSV cell is read as the string it is; an empty one is missing.
+    return path, [{name: value or None for name, value in row.items()} for row in rows]
+
+
+@pytest.mark.parametrize("source", [".jsonl", ".csv", ".parquet"])
+@pytest.mark.parametrize("target", [".parquet", ".jsonl", ".csv"])
+def test_every_passed_through_value_is_written_as_it_was_read(model_folder, tmp_path, capsys, source, target):
+    data, given = write_input(tmp_path, source)
+    out = tmp_path / f"out{target}"
+    code = cli("predict", model_folder, data, "--id-column", "id", "--output", out, "--no-progress")
+    mixed = source != ".csv"  # a CSV file holds strings only
+    if mixed and target == ".parquet":
+        # A Parquet column holds one type: refused before any work, naming the column, its types and rows.
+        assert code == 2 and not out.exists() and not out.with_name(out.name + ".shards").exists()
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"labelattn predict: error: --output {out}: the column 'text' holds values of several types (str (row 0), "
+            "int (row 3)), and a Parquet column holds one type, so they cannot be written as they were read: write "
+            "the output as .jsonl (every value as it was read) or .csv, or give the column one type in the input."
+        )
+        return
+    assert code == 0
+    written = read_output(out)
+    for row, expected in zip(written, given, strict=True):
+        for name in COLUMNS:
+            wanted = as_csv_cell(expected[name]) if target == ".csv" else expected[name]
+            assert row[name] == wanted, (name, row[name], wanted)
+    text_error = f"row 3 (id {given[3]['id']!r}): the text is an int, not a str" if mixed else None
+    assert [row["error"] or None for row in written] == [None, None, None, text_error]
+
+
+def test_a_number_among_texts_past_the_readers_first_block_is_read_as_a_number(model_folder, tmp_path):
+    """`datasets` reads a JSONL file in blocks of 10 MB and types every block like the first: the texts after a
+    first row of 10 MB were read with their JSON quotes, and the number 1984 as the text "1984"."""
+    rows = [{"id": 0, "text": "word " * (2 << 20)}] + [{"id": i, "text": f"who wrote play {i} ?"} for i in (1, 2)]
+    data = write_jsonl(tmp_path / "big.jsonl", [*rows, {"id": 3, "text": 1984}])
+    out = tmp_path / "p.jsonl"
+    assert cli("predict", model_folder, data, "--output", out, "--no-progress") == 0
+    written = read_output(out)
+    assert [r["text"] for r in written[1:]] == ["who wrote play 1 ?", "who wrote play 2 ?", 1984]
+    assert written[3]["error"] == "row 3: the text is an int, not a str"
+    direct = predict(*load_classifier(model_folder), [r["text"] for r in rows[1:]]).probabilities.max(-1).values
+    assert [r["probability"] for r in written[1:3]] == pytest.approx(direct.tolist(), abs=1e-6)
