@@ -14,7 +14,9 @@ named points of a run, where the fault-injection tests stop it (`events`).
 """
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 
 from labelattn.training import checkpoints
@@ -218,10 +220,19 @@ def push(run: Training) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from labelattn.training import card
-
     args.command_line = command_line(args)
     args = resolve_defaults(args)
+    if args.output_dir.exists() and not args.output_dir.is_dir():
+        check_output_dir(args)  # refuses a file, before the lock would try to make a folder there
+    # One run writes a folder at a time; under `accelerate launch`, the first process holds it for all.
+    with checkpoints.locked(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext():
+        return train(args)
+
+
+def train(args: argparse.Namespace) -> int:
+    """The run, once it holds its output folder: every check, then training, saving and pushing."""
+    from labelattn.training import card
+
     check_output_dir(args)
     if args.push_to_hub:
         card.check_can_push(args.push_to_hub)
