@@ -72,13 +72,13 @@ def text_of(words: int) -> str:
     return " ".join(taken[:words])
 
 
-def scaling(model, tokenizer, rounds: int) -> str:
+def scaling(model, tokenizer, rounds: int, sizes: list[int]) -> str:
     """The seconds and µs per word of `predict` and label attention's `explain` with windows, by text length."""
     ways = {
         "predict": lambda text: predict(model, tokenizer, text, long_text="windows"),
         "explain": lambda text: explain(model, tokenizer, text, method="label_attention", long_text="windows"),
     }
-    texts = {words: text_of(words) for words in SCALING_WORDS}
+    texts = {words: text_of(words) for words in sizes}
     times = {(way, words): [] for way in ways for words in texts}
     for _ in range(rounds):  # interleaved: every size and way sees the same load
         for words, text in texts.items():
@@ -113,11 +113,12 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scaling", action="store_true", help="time windows at 1,000 to 100,000 words instead")
+    parser.add_argument("--words", type=int, nargs="+", default=list(SCALING_WORDS), help="--scaling's text lengths")
     parser.add_argument("--docs", action="store_true")
     args = parser.parse_args()
     model, tokenizer = load_classifier(args.model)
     if args.scaling:
-        table = scaling(model, tokenizer, args.rounds)
+        table = scaling(model, tokenizer, args.rounds, args.words)
         print(table)
         if args.docs:
             write_into_docs(table, REPO_ROOT / "docs" / "explainers.md", "long-text-scaling")

@@ -149,3 +149,43 @@ def test_a_number_among_texts_past_the_readers_first_block_is_read_as_a_number(m
     assert written[3]["error"] == "row 3: the text is an int, not a str"
     direct = predict(*load_classifier(model_folder), [r["text"] for r in rows[1:]]).probabilities.max(-1).values
     assert [r["probability"] for r in written[1:3]] == pytest.approx(direct.tolist(), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        # Once pyarrow's "The surrogate pair in string is invalid. in row 0", without the file's line.
+        (
+            ['{"id": 0, "text": "fine"}', '{"id": 1, "text": "abc\\ud800"}'],
+            "line 2, 'text': the string holds a lone surrogate (U+D800 at character 3), which is not Unicode text: "
+            "remove it, or decode the source with errors='replace'.",
+        ),
+        # Once "could not be read (ValueError: Value is too big! at position 8)".
+        (
+            ['{"id": 0, "text": "fine"}', '{"id": 1, "text": "x", "n": 100000000000000000000000}'],
+            "line 2, 'n': the integer 100000000000000000000000 needs more than 64 bits, which no column holds: write "
+            'it as a string ("...").',
+        ),
+    ],
+)
+def test_a_file_datasets_cannot_read_is_named_by_its_line(model_folder, tmp_path, capsys, lines, message):
+    data = tmp_path / "bad.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "p.jsonl"
+    assert cli("predict", model_folder, data, "--output", out, "--no-progress") == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"labelattn predict: error: {data}, {message}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_texts_that_mix_numbers_and_lists_are_each_their_rows_error(model_folder, tmp_path):
+    rows = [{"id": 0, "text": 5}, {"id": 1, "text": [1, 2]}, {"id": 2, "text": "who wrote it ?"}, {"id": 3, "text": []}]
+    out = tmp_path / "p.jsonl"
+    assert cli("predict", model_folder, write_jsonl(tmp_path / "m.jsonl", rows), "--output", out) == 0
+    written = read_output(out)
+    assert [r["text"] for r in written] == [r["text"] for r in rows]
+    assert [r["error"] for r in written] == [
+        "row 0: the text is an int, not a str",
+        "row 1: the text is a list, not a str",
+        None,
+        "row 3: the text is a list, not a str",
+    ]
