@@ -5,7 +5,7 @@
     accelerate launch -m labelattn.training.run --data reviews.jsonl --backbone minilm --output-dir models/reviews
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
-so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
+so, accumulates gradients and runs mixed precision; nothing here names a device. `train` reads top to bottom as the
 steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the saved
 model. The rest of `labelattn.training` has one module each: the options (`arguments`), their defaults and checks
 and the rules of resuming (`settings`), the model and its loaders (`build`), the prepared run (`setup`), the
