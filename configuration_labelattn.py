@@ -229,7 +229,8 @@ class LabelAttnConfig(PretrainedConfig):
             self._check_label_hierarchy()
 
     def _check_label_hierarchy(self) -> None:
-        levels, ancestors = self.label_hierarchy.get("levels"), self.label_hierarchy.get("ancestors")
+        hierarchy = self.label_hierarchy if isinstance(self.label_hierarchy, dict) else {}
+        levels, ancestors = hierarchy.get("levels"), hierarchy.get("ancestors")
         if not isinstance(levels, list) or len(levels) < 2 or not isinstance(ancestors, dict):
             raise LabelAttnConfigError(
                 "label_hierarchy must be {'levels': [two or more level names, top first], 'ancestors': {label: "
@@ -237,7 +238,12 @@ class LabelAttnConfig(PretrainedConfig):
             )
         labels = list(self.id2label.values())
         missing = [label for label in labels if label not in ancestors]
-        wrong = [label for label in labels if label in ancestors and len(ancestors[label]) != len(levels) - 1]
+        wrong = [
+            label
+            for label in labels
+            if label in ancestors
+            and (not isinstance(ancestors[label], list | tuple) or len(ancestors[label]) != len(levels) - 1)
+        ]
         if missing or wrong:
             some = (missing or wrong)[:5]
             raise LabelAttnConfigError(

@@ -4,6 +4,7 @@ A method subclasses `Explainer`, declares what it needs, and implements `token_s
 everything else (texts to tokens, targets, length-sorted batches, tokens to words, the `Explanation`) is here.
 """
 
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from .options import Option, check_options
 from .outputs import resolve_output
 from .registry import method_class, method_names
 from .targets import Target, resolve_targets
-from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows
+from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows, windows_by_text
 from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
 
 
@@ -281,7 +282,7 @@ class Explainer:
                 items, rows, target_index, contrast_index, probability, batch_size, options
             )
         else:  # every window of a text row, for the text's target; then one explanation per text row
-            windows_of = [[w for w, owner in enumerate(owners) if owner == i] for i in range(num_texts)]
+            windows_of = windows_by_text(owners, num_texts)
             of_row = [r for r, text in enumerate(rows) for _ in windows_of[text]]
             pieces = self._explain_rows(
                 items,
@@ -292,9 +293,11 @@ class Explainer:
                 batch_size,
                 options,
             )
+            # The pieces come row by row, each row's windows together.
+            ends = list(itertools.accumulate(len(windows_of[text]) for text in rows))
             explanations = [
-                merge_windows([piece for piece, r in zip(pieces, of_row, strict=True) if r == row], probability[row])
-                for row in range(len(rows))
+                merge_windows(pieces[end - len(windows_of[text]) : end], probability[row])
+                for row, (text, end) in enumerate(zip(rows, ends, strict=True))
             ]
         if per_text is not None:
             return [explanations[i * per_text : (i + 1) * per_text] for i in range(num_texts)]

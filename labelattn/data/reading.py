@@ -9,6 +9,7 @@ happens here, before any model is built, and names the file and the row.
 import csv
 import hashlib
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -37,8 +38,43 @@ def _some(names: list, shown: int = 5) -> str:
     return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
 
 
-def _check_jsonl(path: Path) -> None:
-    """`datasets` reports a broken JSON line without its number, and an empty file obscurely: find them first."""
+# How `_scan_jsonl` names the JSON types that `datasets` keeps apart.
+JSON_KINDS = {bool: "true/false", int: "an integer", float: "a number with a fraction", str: "a string"}
+JSON_KINDS |= {list: "a list", dict: "an object"}
+# A lone surrogate can reach a UTF-8 file only as a JSON escape (\\ud800): only a line holding one is searched.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _scan_jsonl(path: Path) -> dict[str, dict[str, int]]:
+    """Every line read once, before `datasets` reads the file, for what it would report without a line number, or
+    read differently past its first block: a broken line, a line that is not an object, no rows at all, an integer
+    beyond 64 bits, a lone surrogate. Returns, for each column of more than one JSON type (nested ones too: `meta.a`,
+    `tags[]`), the first line of each type."""
+    from explainers.words import surrogate_problem
+
+    kinds: dict[str, dict[str, int]] = {}
+
+    def walk(value, column: str, number: int, strings: bool) -> None:
+        kind = JSON_KINDS.get(type(value))
+        if kind is None:  # null
+            return
+        found = kinds.setdefault(column, {})
+        if kind not in found:
+            found[kind] = number
+        if kind == "an integer" and not -(2**63) <= value < 2**64:
+            raise DataError(
+                f"{path}, line {number}, {column!r}: the integer {str(value)[:30]} needs more than 64 bits, which no "
+                'column holds: write it as a string ("...").'
+            )
+        if strings and kind == "a string" and (problem := surrogate_problem(value)) is not None:
+            raise DataError(f"{path}, line {number}, {column!r}: the string {problem}.")
+        if kind == "an object":
+            for key, item in value.items():
+                walk(item, f"{column}.{key}", number, strings)
+        elif kind == "a list":
+            for item in value:
+                walk(item, f"{column}[]", number, strings)
+
     rows = 0
     with path.open(encoding="utf-8-sig") as lines:
         for number, line in enumerate(lines, start=1):
@@ -53,8 +89,21 @@ def _check_jsonl(path: Path) -> None:
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(f'{path}, line {number}: expected a JSON object like {{"text": ..., "label": ...}}.')
+            strings = SURROGATE_ESCAPE.search(line) is not None
+            for column, value in row.items():
+                walk(value, column, number, strings)
     if not rows:
         raise DataError(f'{path} holds no rows: write one JSON object per line, like {{"text": ..., "label": ...}}.')
+    return {column: found for column, found in kinds.items() if len(found) > 1}
+
+
+def _mixed_types(mixed: dict[str, dict[str, int]]) -> str:
+    """The columns of several types, each type with its first line: "'text' holds a string (line 1) and a list
+    (line 3)"."""
+    return "; ".join(
+        f"{column!r} holds " + " and ".join(f"{kind} (line {line})" for kind, line in found.items())
+        for column, found in list(mixed.items())[:3]
+    )
 
 
 def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
@@ -64,7 +113,9 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
     Text files may start with a UTF-8 byte order mark (Excel writes one). Every CSV cell is read as the string it
     is. A JSONL column is read as given: one whose values differ in type (a number among strings, a dict among
     numbers) comes in `datasets`' `Json` type, each value as it was written, so that a row with the number 1984 as
-    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
+    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does),
+    wherever in the file it stands. What `datasets` would report without a line (a broken line, an integer beyond 64
+    bits, a lone surrogate) is found first, with its line.
     """
     if not path.exists():
         from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
@@ -73,18 +124,21 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
             f"{sorted(BUILTIN)}."
         )
+    suffix, mixed = path.suffix.lower(), {}
     try:
         if path.is_dir():
             return datasets.load_from_disk(str(path)), lambda i: f"row {i + 1}"
-        suffix = path.suffix.lower()
         if suffix == ".csv":
             table = datasets.load_dataset(
                 "csv", data_files=str(path), split="train", encoding="utf-8-sig", **_csv_as_strings(path)
             )
             return table, lambda i: f"row {i + 1} (line {i + 2}, counting the header)"
         if suffix in (".jsonl", ".json"):
-            _check_jsonl(path)
-            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig")
+            mixed = _scan_jsonl(path)
+            # `datasets` gives a column of several types its `Json` type (each value as written) only when it sees
+            # them in one block: past its first, it would read 5 among texts as the text "5". One block, then.
+            whole = {"chunksize": path.stat().st_size + 1} if mixed else {}
+            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig", **whole)
             return table, lambda i: f"line {i + 1}"
         if suffix == ".parquet":
             return datasets.load_dataset("parquet", data_files=str(path), split="train"), lambda i: f"row {i + 1}"
@@ -92,6 +146,11 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
         raise
     except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
         cause = error.__cause__ or error
+        if mixed:
+            raise DataError(
+                f"{path} could not be read: {_mixed_types(mixed)}, and `datasets` could not read these types "
+                f"in one column ({type(cause).__name__}: {str(cause)[:200]}); give each column one type."
+            ) from None
         raise DataError(f"{path} could not be read ({type(cause).__name__}: {cause}); fix the file's format.") from None
     raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl, .parquet or a datasets folder.")
 

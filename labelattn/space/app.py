@@ -221,7 +221,12 @@ class Backend:
         return dict(zip(predictions.labels, predictions.probabilities[0].tolist(), strict=True))
 
     def check_method(self, method: Any) -> None:
-        """Refuse a method this model cannot use, saying why (or which it can use)."""
+        """Refuse a method this model cannot use, saying why (or which it can use); a method is a name."""
+        if not isinstance(method, str):
+            raise TypeError(
+                f"The method is {method!r:.60}, not a method name: give one name, one of {self.methods} (to compare "
+                "several, call /compare)."
+            )
         if method not in self.methods:
             reason = self.unsupported.get(method, f"choose one of {self.methods}")
             raise ValueError(f"The method {method!r:.60} is not available for this model: {reason}")
@@ -385,6 +390,7 @@ class Endpoints:
         backend, given = self.backend, model_input(text, text_pair)
         probabilities = backend.predict(given)  # the page shows them; they also name the predicted class
         wanted = target_of(target, contrast, lambda: max(probabilities, key=probabilities.get))
+        backend.check_method(method)  # before its cost options, which are looked up by its name
         exp = backend.explain(given, method, wanted, **backend.cost_options(method, costs))
         details = details_markdown(exp, backend) + manual_note(probabilities, backend)
         return probabilities, exp.segments(), details, exp.to_dict()

@@ -126,7 +126,7 @@ def check_output_dir(args: argparse.Namespace) -> None:
     if args.overwrite:
         checkpoints.overwritable(folder, run_inputs(args))  # refuses to delete what is not the folder's own
         return
-    if not folder.exists() or not any(folder.iterdir()):
+    if not folder.exists() or not any(p.name != checkpoints.LOCK for p in folder.iterdir()):
         return
     unfinished = checkpoints.unfinished_checkpoint(folder)
     if unfinished is not None:
