@@ -208,14 +208,19 @@ def top_word(explanation) -> str:
 
 
 @pytest.mark.parametrize("multi_label", [False, True])
-@pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "shap"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "shap"])
 def test_planted_word_is_the_top_word_of_its_label(zero_shot, method, multi_label):
-    """In texts holding one planted word, it is the top word for its label; Integrated Gradients and SHAP, signed,
-    also tell the two apart in a text holding both ("zebra" for "animals", "guitar" for "music"). Gradient × input is
-    checked against the gradient itself below: on a BERT it ranks nothing (see there)."""
-    texts = [text for i, text in enumerate(nli_texts(8, seed=5)) if i % 4 in (1, 2)]
-    if method != "saliency":
-        texts.append(BOTH)
+    """In texts holding one planted word, it is the top word for its label, and in a text holding both the signed
+    scores tell them apart ("zebra" for "animals", "guitar" for "music"). Integrated Gradients and SHAP measure what
+    a word adds to the output, which the training fixes: the planted word led by at least 0.77 of the top score in
+    each of 9 models trained from starts 1e-6 apart (what another CPU's rounding does).
+
+    Saliency is not held to this: it measures how fast the output moves when a word's embedding moves a little,
+    which the training leaves free. Those 9 models, all right on every held-out pair, ranked the planted word
+    first in only 3 without multi_label and 8 with it, so which CPU trained the model decided the outcome. What
+    saliency promises, the size of the output's gradient, is checked below on both outputs; gradient × input ranks
+    nothing on a BERT (see there)."""
+    texts = [text for i, text in enumerate(nli_texts(8, seed=5)) if i % 4 in (1, 2)] + [BOTH]
     for per_text in explain_zero_shot(zero_shot, None, texts, LABELS, multi_label=multi_label, method=method):
         assert [e.target_label for e in per_text] == LABELS
         for explanation in per_text[:2]:
@@ -252,6 +257,29 @@ def test_gradients_are_the_nli_models_on_the_pair(zero_shot, nli, tokenizer, mul
         rest = bert.position_embeddings.weight[: words.shape[1]] + bert.token_type_embeddings(pair["token_type_ids"])
         where = -(gradient * rest.detach())[0, is_text].sum(-1)
         assert where.tolist() == pytest.approx(expected_products.tolist(), abs=1e-3 * float(where.abs().max()))
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_saliency_is_the_size_of_the_default_outputs_gradient(zero_shot, nli, tokenizer, multi_label):
+    """Saliency of the output explained by default, each text word's score is the norm of that output's gradient
+    with respect to the word's embedding. Without multi_label the output is centered over the labels, so every
+    label's pair moves it: the gradient runs through the three pairs, which share the text's embeddings."""
+    explanations = explain_zero_shot(zero_shot, None, BOTH, LABELS, multi_label=multi_label, method="saliency")
+    pairs = [tokenizer(BOTH, DEFAULT_TEMPLATE.format(label), return_tensors="pt") for label in LABELS]
+    is_text = torch.tensor([segment == 0 for segment in pairs[0].sequence_ids(0)])
+    embeddings = nli.get_input_embeddings()
+    text = embeddings(pairs[0]["input_ids"][0, is_text]).detach().requires_grad_()  # (text tokens, hidden)
+    logits = []
+    for pair in pairs:
+        words = embeddings(pair.pop("input_ids")[0]).detach().clone()
+        words[is_text] = text
+        logits.append(nli(inputs_embeds=words[None], **pair).logits[0])
+    outputs = pipeline_output(torch.stack(logits), explanations[0].output, multi_label)  # (labels,)
+    assert explanations[0].output == ("logit" if multi_label else "centered_logit")
+    for explanation, output in zip(explanations, outputs, strict=True):
+        (gradient,) = torch.autograd.grad(output, text, retain_graph=True)
+        expected = gradient.norm(dim=-1)
+        assert explanation.scores == pytest.approx(expected.tolist(), abs=1e-5 * float(expected.max()))
 
 
 @pytest.mark.parametrize(
