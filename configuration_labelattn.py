@@ -12,6 +12,9 @@ from transformers.configuration_utils import SubConfigSpec
 
 BACKBONES = ("embedding", "encoder")
 POOLINGS = ("label_attention", "mean")
+SCORERS = ("shared", "class_bias", "per_class", "normed")
+# What a saved config without the key meant: the only scorer of the versions before the choice existed.
+SAVED_BEFORE_SCORERS = {"scorer": "shared"}
 
 
 class LabelAttnConfigError(ValueError):
@@ -63,6 +66,21 @@ class LabelAttnConfig(PretrainedConfig):
             values). Comparing every class's query with every token's key costs `classes × tokens × heads ×
             attention_key_size` multiply-adds, the head's main cost at thousands of classes; a narrower key makes
             it cheaper and leaves the values (what a class vector is made of) whole.
+        scorer (`str`, *optional*, defaults to `"per_class"`):
+            How label attention turns a class vector `z_c` into its logit. `"shared"`: `w·z_c + b`, one scorer for
+            every class, so a class can only choose where to look among the same per-token numbers. `"class_bias"`:
+            `w·z_c + b + b_c`, and a prior per class. `"per_class"`: `w_c·z_c + b_c`, a scorer per class (as LAAT
+            and PLM-ICD); full (`d` numbers per class) or of rank `scorer_rank`. `"normed"`: `w·RMSNorm(z_c) + b`,
+            each class vector divided by its root mean square first (torchTextClassifiers' head). The first three
+            are linear in the class vector: the scorer folds into the head (no class vector is formed) and label
+            contributions are exact. `"normed"` is not, and its label contributions are refused. A saved config
+            without this key (made before the choice existed) loads as `"shared"`. Ignored by mean pooling, which
+            has a scorer per class anyway. See docs/model.md for what each costs and scores.
+        scorer_rank (`int`, *optional*):
+            With `scorer="per_class"`: `w_c = e_c P`, a basis `P (scorer_rank, d)` shared by the classes and a code
+            `e_c` of `scorer_rank` numbers per class; each token then carries `scorer_rank` numbers per head, not
+            `d`, at thousands of classes the difference between a per-class scorer's cost and the shared one's.
+            None: a free `w_c` of `d` numbers. At most `hidden_size`.
         embedding_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the token vectors before pooling.
         attention_dropout (`float`, *optional*, defaults to 0.0):
@@ -110,6 +128,8 @@ class LabelAttnConfig(PretrainedConfig):
     pooling: str = "label_attention"
     num_attention_heads: int = 4
     attention_key_size: int | None = None
+    scorer: str = "per_class"
+    scorer_rank: int | None = None
     embedding_dropout: float = 0.1
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
@@ -159,6 +179,19 @@ class LabelAttnConfig(PretrainedConfig):
                 "key wider than the vectors it is computed from adds cost and size but nothing they can tell apart. "
                 f"Use a value <= {self.hidden_size} (e.g. 32), or leave it unset for hidden_size / num_attention_heads."
             )
+        if self.scorer not in SCORERS:
+            raise LabelAttnConfigError(f"Unknown scorer {self.scorer!r}: choose one of {SCORERS}.")
+        if self.scorer_rank is not None:
+            if self.scorer != "per_class":
+                raise LabelAttnConfigError(
+                    f"scorer_rank={self.scorer_rank!r} sets the rank of a per-class scorer, but scorer="
+                    f"{self.scorer!r}: drop scorer_rank, or use scorer='per_class'."
+                )
+            if not isinstance(self.scorer_rank, int) or not 1 <= self.scorer_rank <= self.hidden_size:
+                raise LabelAttnConfigError(
+                    f"scorer_rank must be an integer in [1, hidden_size={self.hidden_size}] or None (a full scorer "
+                    f"per class), got {self.scorer_rank!r}."
+                )
         if self.temperature is not None and (
             isinstance(self.temperature, bool)
             or not isinstance(self.temperature, (int, float))
@@ -196,7 +229,8 @@ class LabelAttnConfig(PretrainedConfig):
             self._check_label_hierarchy()
 
     def _check_label_hierarchy(self) -> None:
-        levels, ancestors = self.label_hierarchy.get("levels"), self.label_hierarchy.get("ancestors")
+        hierarchy = self.label_hierarchy if isinstance(self.label_hierarchy, dict) else {}
+        levels, ancestors = hierarchy.get("levels"), hierarchy.get("ancestors")
         if not isinstance(levels, list) or len(levels) < 2 or not isinstance(ancestors, dict):
             raise LabelAttnConfigError(
                 "label_hierarchy must be {'levels': [two or more level names, top first], 'ancestors': {label: "
@@ -204,13 +238,26 @@ class LabelAttnConfig(PretrainedConfig):
             )
         labels = list(self.id2label.values())
         missing = [label for label in labels if label not in ancestors]
-        wrong = [label for label in labels if label in ancestors and len(ancestors[label]) != len(levels) - 1]
+        wrong = [
+            label
+            for label in labels
+            if label in ancestors
+            and (not isinstance(ancestors[label], list | tuple) or len(ancestors[label]) != len(levels) - 1)
+        ]
         if missing or wrong:
             some = (missing or wrong)[:5]
             raise LabelAttnConfigError(
                 f"label_hierarchy: {len(missing)} label(s) have no ancestors and {len(wrong)} not one group per "
                 f"upper level of {levels} (first: {some}); give every label its {len(levels) - 1} group(s)."
             )
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "LabelAttnConfig":
+        """`PretrainedConfig.from_dict`, reading a saved config without the newer keys as it was meant when saved
+        (`SAVED_BEFORE_SCORERS`), whatever the defaults are now: old checkpoints load unchanged."""
+        missing = {key: value for key, value in SAVED_BEFORE_SCORERS.items() if key not in config_dict}
+        missing = {key: value for key, value in missing.items() if key not in kwargs}
+        return super().from_dict({**config_dict, **missing}, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         output = super().to_dict()

@@ -57,7 +57,7 @@ from captum.attr import LayerIntegratedGradients
 from tqdm import tqdm
 from transformers_interpret import SequenceClassificationExplainer
 
-from explainers import explain, get_explainer, load_classifier
+from explainers import explain, get_explainer, load_classifier, predict
 from explainers.checks import check_max_length
 from explainers.methods.forward import ExplainedOutput
 from explainers.outputs import PHRASES, default_output
@@ -215,7 +215,7 @@ def compare(model_path: str, texts: list[str], chunk_size: int, reference: bool)
     model, tokenizer = load_classifier(model_path)
     ig_explainer = get_explainer(model, tokenizer, "integrated_gradients")
     items = tokenize(tokenizer, texts, check_max_length(None, model, tokenizer, False))
-    targets = ig_explainer.predict(items, 16).argmax(-1).tolist()
+    targets = predict(model, tokenizer, texts, batch_size=16).probabilities.argmax(-1).tolist()
     ti = SequenceClassificationExplainer(model, tokenizer)
     need = find_oracle(model, tokenizer, texts)
     references = None

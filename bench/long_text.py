@@ -1,27 +1,36 @@
-"""Integrated Gradients on BBC News articles longer than the model reads: windows against truncation.
+"""Texts longer than the model reads: windows against truncation, and the cost of windows as texts grow.
 
     .venv/bin/python bench/long_text.py [--model models/bbc-embedding] [--articles 3] [--docs]
+    .venv/bin/python bench/long_text.py --scaling [--docs]
 
 For the BBC News articles nearest to 2,000 words (the model reads 128 tokens at a time), prints for
-`long_text="truncate"` and `long_text="windows"`: the words explained, the windows, the largest completeness gap of
-a window against its convergence delta, and the seconds per article (median of interleaved rounds). With `--docs`
+`long_text="truncate"` and `long_text="windows"` of Integrated Gradients: the words explained, the windows, the
+largest completeness gap of a window against its convergence delta, and the seconds per article (median of
+interleaved rounds). With `--scaling`, instead: the seconds and microseconds per word of `predict` and of
+`explain(method="label_attention")` with `long_text="windows"` on texts of 1,000, 10,000 and 100,000 words (BBC News
+articles one after another), which are equal per word when the cost is linear in the text's length. With `--docs`
 the table goes into docs/explainers.md. Train the model first: `labelattn train --data bbc-news --output-dir
 models/bbc-embedding`.
 """
 
 import argparse
+import itertools
 import statistics
 import time
 import warnings
 from pathlib import Path
 
+import torch
 from _docs_block import write_into_docs
 
-from explainers import explain, load_classifier
+from explainers import explain, load_classifier, predict
+from explainers.checks import check_max_length
 from labelattn.data.builtin import BUILTIN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/long_text.py --docs"
+SCALING_COMMAND = ".venv/bin/python bench/long_text.py --scaling --docs"
+SCALING_WORDS = (1_000, 10_000, 100_000)
 
 
 def articles_near(words: int, count: int) -> list[str]:
@@ -54,15 +63,66 @@ def completeness(exp) -> tuple[float, float, int]:
     return over, relative, len(windows)
 
 
+def text_of(words: int) -> str:
+    """The first `words` words (split at spaces) of the BBC News articles, one after another."""
+    articles = itertools.cycle(BUILTIN["bbc-news"][0]().texts)
+    taken: list[str] = []
+    while len(taken) < words:
+        taken += next(articles).split()
+    return " ".join(taken[:words])
+
+
+def scaling(model, tokenizer, rounds: int, sizes: list[int]) -> str:
+    """The seconds and µs per word of `predict` and label attention's `explain` with windows, by text length."""
+    ways = {
+        "predict": lambda text: predict(model, tokenizer, text, long_text="windows"),
+        "explain": lambda text: explain(model, tokenizer, text, method="label_attention", long_text="windows"),
+    }
+    texts = {words: text_of(words) for words in sizes}
+    times = {(way, words): [] for way in ways for words in texts}
+    for _ in range(rounds):  # interleaved: every size and way sees the same load
+        for words, text in texts.items():
+            for way, call in ways.items():
+                start = time.perf_counter()
+                call(text)
+                times[way, words].append(time.perf_counter() - start)
+    rows = []
+    for words in texts:
+        cells = []
+        for way in ways:
+            seconds = statistics.median(times[way, words])
+            cells += [f"{seconds:.2f}", f"{seconds / words * 1e6:.0f}"]
+        rows.append(f"| {words:,} | " + " | ".join(cells) + " |")
+    return "\n".join(
+        [
+            f"`{SCALING_COMMAND}` (model `{Path(model.name_or_path).name}`, windows of "
+            f"{check_max_length(None, model, tokenizer)} tokens, {torch.get_num_threads()} threads, median of {rounds} "
+            "interleaved rounds; words split at spaces):",
+            "",
+            "| words | predict, s | predict, µs/word | explain (label attention), s | explain, µs/word |",
+            "|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(REPO_ROOT / "models" / "bbc-embedding"))
     parser.add_argument("--articles", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scaling", action="store_true", help="time windows at 1,000 to 100,000 words instead")
+    parser.add_argument("--words", type=int, nargs="+", default=list(SCALING_WORDS), help="--scaling's text lengths")
     parser.add_argument("--docs", action="store_true")
     args = parser.parse_args()
     model, tokenizer = load_classifier(args.model)
+    if args.scaling:
+        table = scaling(model, tokenizer, args.rounds, args.words)
+        print(table)
+        if args.docs:
+            write_into_docs(table, REPO_ROOT / "docs" / "explainers.md", "long-text-scaling")
+        return
     texts = articles_near(2000, args.articles)
     rows = []
     for i, text in enumerate(texts):

@@ -59,7 +59,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.svm import LinearSVC
 
-from labelattn.data.reading import LabelledData, load_data
+from labelattn.data.reading import load_data
+from labelattn.data.records import LabelledData
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "many-classes.md"
@@ -197,7 +198,8 @@ def train_labelattn(name: str, options: str, number: int) -> tuple[Path, float]:
     command = [
         sys.executable,
         "-m",
-        "labelattn.training.run",
+        "labelattn",
+        "train",
         "--data",
         name,
         *options.split(),

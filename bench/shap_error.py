@@ -33,7 +33,7 @@ import torch
 from _docs_block import write_into_docs
 from captum.attr import ShapleyValueSampling
 
-from explainers import explain, get_explainer, load_classifier
+from explainers import explain, get_explainer, load_classifier, predict
 from explainers.methods.forward import ExplainedOutput
 from explainers.methods.shap import WordCoalitions
 from explainers.words import TokenizedText, tokenize
@@ -106,7 +106,7 @@ def measure(model_path: str, texts: list[str], exact_texts: list[str], chunk_siz
     shap = get_explainer(model, tokenizer, "shap")
     limit = shap.max_length(None)
     items = tokenize(tokenizer, texts, limit)
-    targets = shap.predict(items, 32).argmax(-1).tolist()
+    targets = predict(model, tokenizer, texts, max_length=limit).probabilities.argmax(-1).tolist()
     for way in WAYS:  # warm-up
         run_way(way, model, tokenizer, shap, items[:2], texts[:2], targets[:2])
 

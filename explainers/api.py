@@ -9,16 +9,17 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import METHODS, get_explainer, predict_logits, probabilities
-from .checks import check_count, check_max_length
-from .errors import ExplainerError, MethodError
+from .base import get_explainer, probabilities, read_texts, text_logits
+from .checks import check_count
+from .errors import ExplainerError
 from .explanation import Explanation
 from .loading import label_names
-from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
+from .models import baseline_token_id, is_pipeline, unwrap
 from .options import cost_option
+from .registry import METHODS, method_class
 from .targets import Target
-from .windows import check_long_text, mean_by_text, tokenize_windows
-from .words import TextInput, check_texts, tokenize
+from .windows import check_long_text
+from .words import TextInput, check_texts
 from .zero_shot import explain_zero_shot, wants_zero_shot
 
 
@@ -79,16 +80,8 @@ def predict(
     texts, _ = check_texts(texts)
     check_count(batch_size, "batch_size", "texts")
     long_text = check_long_text(long_text, texts)
-    pairs = any(isinstance(text, tuple) for text in texts)
-    limit = check_max_length(max_length, model, tokenizer, pairs)
-    if long_text == "windows":
-        items, owners = tokenize_windows(tokenizer, texts, limit)
-    else:
-        items, owners = tokenize(tokenizer, texts, limit), None
-    logits = predict_logits(model, items, baseline_token_id(tokenizer), batch_size)
-    check_finite_logits(logits)
-    if owners is not None:
-        logits = mean_by_text(logits, owners, len(texts))
+    items, owners = read_texts(model, tokenizer, texts, max_length, long_text)
+    logits = text_logits(model, items, owners, baseline_token_id(tokenizer), batch_size, len(texts))
     return Predictions(
         probabilities=probabilities(model, logits).float().cpu(),
         truncated=[item.truncated for item in items] if owners is None else [False] * len(texts),
@@ -113,9 +106,7 @@ def supported_methods(
 def cost_hints(method: str) -> dict[str, Any]:
     """What sets the cost of `method`: `{"option": the option that scales it (None when only the text's length
     does), "default": that option's default, "caps": {option: cap} for interactive use}`."""
-    if method not in METHODS:
-        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    declared = METHODS[method].all_options()
+    declared = method_class(method).all_options()
     option = cost_option(declared)
     return {
         "option": option.name if option is not None else None,

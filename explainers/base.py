@@ -4,6 +4,7 @@ A method subclasses `Explainer`, declares what it needs, and implements `token_s
 everything else (texts to tokens, targets, length-sorted batches, tokens to words, the `Explanation`) is here.
 """
 
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .models import (
     exclusive,
     has_input_embeddings,
     has_label_attention,
+    is_multi_label,
     pads_left,
     pooling_ready,
     returns_attentions,
@@ -29,21 +31,10 @@ from .models import (
 )
 from .options import Option, check_options
 from .outputs import resolve_output
+from .registry import method_class, method_names
 from .targets import Target, resolve_targets
-from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows
+from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows, windows_by_text
 from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
-
-METHODS: dict[str, type["Explainer"]] = {}
-
-
-def register(cls: type["Explainer"]) -> type["Explainer"]:
-    """Class decorator: make a method available to `explain(method=cls.name)`, the command line and the Space.
-    `METHODS` stays in the order people see the methods in (`Explainer.order`, then name)."""
-    METHODS[cls.name] = cls
-    ordered = sorted(METHODS.values(), key=lambda method: (method.order, method.name))
-    METHODS.clear()
-    METHODS.update((method.name, method) for method in ordered)
-    return cls
 
 
 @dataclass
@@ -65,7 +56,7 @@ class TokenScores:
 
 def probabilities(model: PreTrainedModel, logits: torch.Tensor) -> torch.Tensor:
     """Class probabilities `(batch, num_labels)`: sigmoid for a multi-label model, softmax otherwise."""
-    if model.config.problem_type == "multi_label_classification":
+    if is_multi_label(model):
         return torch.sigmoid(logits)
     return torch.softmax(logits, dim=-1)
 
@@ -89,23 +80,10 @@ def evaluating(model: torch.nn.Module) -> Iterator[None]:
             module.train(training)
 
 
-def method_names(**requirements: bool) -> str:
-    """The registered methods (the random baseline left out) whose class attributes have the given values, as text
-    for an error hint: `method_names(needs_embeddings=False)` -> "attention_flow, ..., shap"."""
-    names = [
-        name
-        for name, cls in sorted(METHODS.items())
-        if not cls.is_baseline and all(getattr(cls, key) == value for key, value in requirements.items())
-    ]
-    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
-
-
 def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, method: str) -> "Explainer":
     """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model).
     `model` may be a `pipeline("text-classification")` with `tokenizer=None`."""
-    if method not in METHODS:
-        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    return METHODS[method](model, tokenizer)
+    return method_class(method)(model, tokenizer)
 
 
 class Explainer:
@@ -221,12 +199,6 @@ class Explainer:
         """Rules between a method's options, or of an option and the model (e.g. `n_steps <= max_steps`): raise
         `ExplainerError` with the fix. None by default."""
 
-    def predict(self, items: list[TokenizedText], batch_size: int) -> torch.Tensor:
-        """Logits `(texts, num_labels)` (float32) of the tokenized texts, checked to be finite."""
-        logits = predict_logits(self.model, items, self.baseline_id, batch_size)
-        check_finite_logits(logits)
-        return logits
-
     def collate(self, items: list[TokenizedText]) -> TokenBatch:
         """Tokenized texts padded as the model takes them (on the left for decoder classifiers)."""
         return collate(items, self.baseline_id, self.device, left=pads_left(self.model))
@@ -265,17 +237,10 @@ class Explainer:
         check_count(batch_size, "batch_size", "rows")
         long_text = check_long_text(long_text, texts)
         options = self.check_options(options)
-        pairs = any(isinstance(text, tuple) for text in texts)
         with exclusive(self.model):
-            limit = check_max_length(max_length, self.model, self.tokenizer, pairs)
-            if long_text == "windows":
-                items, owners = tokenize_windows(self.tokenizer, texts, limit)
-            else:
-                items, owners = tokenize(self.tokenizer, texts, limit), None
+            items, owners = read_texts(self.model, self.tokenizer, texts, max_length, long_text)
             with evaluating(self.model), pooling_ready(self.model):
-                logits = self.predict(items, batch_size)
-                if owners is not None:
-                    logits = mean_by_text(logits, owners, len(texts))
+                logits = text_logits(self.model, items, owners, self.baseline_id, batch_size, len(texts))
                 explanations = self._explain(
                     items, owners, logits, target, targets == "all", top_k, batch_size, options
                 )
@@ -317,7 +282,7 @@ class Explainer:
                 items, rows, target_index, contrast_index, probability, batch_size, options
             )
         else:  # every window of a text row, for the text's target; then one explanation per text row
-            windows_of = [[w for w, owner in enumerate(owners) if owner == i] for i in range(num_texts)]
+            windows_of = windows_by_text(owners, num_texts)
             of_row = [r for r, text in enumerate(rows) for _ in windows_of[text]]
             pieces = self._explain_rows(
                 items,
@@ -328,9 +293,11 @@ class Explainer:
                 batch_size,
                 options,
             )
+            # The pieces come row by row, each row's windows together.
+            ends = list(itertools.accumulate(len(windows_of[text]) for text in rows))
             explanations = [
-                merge_windows([piece for piece, r in zip(pieces, of_row, strict=True) if r == row], probability[row])
-                for row in range(len(rows))
+                merge_windows(pieces[end - len(windows_of[text]) : end], probability[row])
+                for row, (text, end) in enumerate(zip(rows, ends, strict=True))
             ]
         if per_text is not None:
             return [explanations[i * per_text : (i + 1) * per_text] for i in range(num_texts)]
@@ -429,6 +396,38 @@ def predict_logits(
             batch = collate([items[i] for i in rows], pad_token_id, device, left=left)
             logits[rows] = model(**batch.model_inputs()).logits.float()
     return logits
+
+
+def read_texts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[TextInput],
+    max_length: int | None,
+    long_text: str,
+) -> tuple[list[TokenizedText], list[int] | None]:
+    """The checked texts as the model reads them, for `explain` and `predict` alike: each tokenized and cut to
+    `max_length` tokens (`long_text="truncate"`; owners None), or every window of each (`"windows"`; `owners[i]` is
+    the text of window i)."""
+    pairs = any(isinstance(text, tuple) for text in texts)
+    limit = check_max_length(max_length, model, tokenizer, pairs)
+    if long_text == "windows":
+        return tokenize_windows(tokenizer, texts, limit)
+    return tokenize(tokenizer, texts, limit), None
+
+
+def text_logits(
+    model: PreTrainedModel,
+    items: Sequence[TokenizedText],
+    owners: list[int] | None,
+    pad_token_id: int,
+    batch_size: int,
+    num_texts: int,
+) -> torch.Tensor:
+    """Logits `(num_texts, num_labels)` of what `read_texts` gave, checked to be finite: a text read in windows
+    gets the mean of its windows' logits."""
+    logits = predict_logits(model, items, pad_token_id, batch_size)
+    check_finite_logits(logits)
+    return logits if owners is None else mean_by_text(logits, owners, num_texts)
 
 
 def text_seed(input_ids: list[int], seed: int) -> int:

@@ -220,3 +220,9 @@ def check_finite_logits(logits: torch.Tensor) -> None:
             f"The model gives logits that are not finite numbers for text(s) {rows[:10]}: its weights are broken "
             "(a diverged training run?). Retrain it or load a good checkpoint."
         )
+
+
+def is_multi_label(model: Any) -> bool:
+    """The model scores each class on its own (sigmoid per class, `problem_type="multi_label_classification"`),
+    rather than one class among all (softmax): the one test every layer uses."""
+    return getattr(model.config, "problem_type", None) == "multi_label_classification"

@@ -11,6 +11,7 @@ text's words), its `score`, `baseline_score`, `delta` and the sum of all its own
 Written here because transformers cuts texts into windows but no library merges explanations of windows.
 """
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -21,7 +22,7 @@ from transformers import PreTrainedTokenizerBase
 from .errors import ExplainerError, ExplainerInputError
 from .explanation import Explanation
 from .models import exclusive
-from .words import TextInput, TokenizedText, check_tokenizer, tokenized_text
+from .words import TextInput, TokenizedText, check_tokenizer, grapheme_bounds, tokenized_text
 
 LONG_TEXT = ("truncate", "windows")
 OVERLAP = 0.25  # the share of a window's text tokens that the next window reads again
@@ -59,10 +60,21 @@ def tokenize_windows(
             return_offsets_mapping=True,
         )
     owners = list(encoding["overflow_to_sample_mapping"])
+    # Once per text, not per window: every window's spans index the same whole text.
+    bounds = [grapheme_bounds(text) for text in texts]
     windows = [
-        replace(tokenized_text(texts[owner], encoding, row, owner), truncated=False) for row, owner in enumerate(owners)
+        replace(tokenized_text(texts[owner], encoding, row, owner, [bounds[owner]]), truncated=False)
+        for row, owner in enumerate(owners)
     ]
     return windows, owners
+
+
+def windows_by_text(owners: list[int], num_texts: int) -> list[list[int]]:
+    """The windows of each text, in order: `owners[w]` is the text of window `w`."""
+    grouped: list[list[int]] = [[] for _ in range(num_texts)]
+    for window, owner in enumerate(owners):
+        grouped[owner].append(window)
+    return grouped
 
 
 def mean_by_text(window_logits: torch.Tensor, owners: list[int], num_texts: int) -> torch.Tensor:
@@ -81,32 +93,42 @@ def merge_windows(pieces: list[Explanation], probability: float) -> Explanation:
     window where it is most central; the windows' own completeness in `extras["windows"]`."""
     if len(pieces) == 1:
         return replace(pieces[0], probability=probability)
-    spans = sorted({span for piece in pieces for span in piece.spans})
-    # A word cut at a window's edge has a shorter span there: keep the spans no other span holds.
-    whole = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
-    sources = []
-    for span in whole:
-        holders = [(w, piece.spans.index(span)) for w, piece in enumerate(pieces) if span in piece.spans]
-        sources.append(max(holders, key=lambda h: min(h[1], len(pieces[h[0]].words) - 1 - h[1])))
+    # Where each span stands in each window that holds it, in window order (ties go to the first window).
+    holders: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for w, piece in enumerate(pieces):
+        for i, span in enumerate(piece.spans):
+            holders.setdefault(span, []).append((w, i))
+    # A word cut at a window's edge has a shorter span there: keep the spans no other span holds. By start, the
+    # longest first, a span is held by another exactly when an earlier span reaches as far.
+    whole, reach = [], -1
+    for span in sorted(holders, key=lambda s: (s[0], -s[1])):
+        if span[1] > reach:
+            whole.append(span)
+            reach = span[1]
+    sizes = [len(piece.words) for piece in pieces]
+    sources = [  # (window, index there) of each word: the window where it is farthest from an edge
+        found[0] if len(found) == 1 else max(found, key=lambda h: min(h[1], sizes[h[0]] - 1 - h[1]))
+        for found in (holders[span] for span in whole)
+    ]
     first = pieces[0]
-    extras = {"windows": [], **{k: [] for k, v in first.extras.items() if _per_word(v, first)}}
+    per_word = [k for k, v in first.extras.items() if _per_word(v, first)]
+    extras = {"windows": [], **{k: [pieces[w].extras[k][i] for w, i in sources] for k in per_word}}
     if "class_scores" in first.extras:
-        extras["class_scores"] = [[] for _ in first.extras["class_scores"]]
+        extras["class_scores"] = [
+            [pieces[w].extras["class_scores"][c][i] for w, i in sources]
+            for c in range(len(first.extras["class_scores"]))
+        ]
         extras["labels"] = first.extras["labels"]
-    for w, i in sources:
-        for name in extras:
-            if name == "class_scores":
-                for row, scores in zip(extras[name], pieces[w].extras[name], strict=True):
-                    row.append(scores[i])
-            elif name not in ("windows", "labels"):
-                extras[name].append(pieces[w].extras[name][i])
+    starts, ends = [s for s, _ in whole], [e for _, e in whole]
     for piece in pieces:
         scalars = {
             k: v for k, v in piece.extras.items() if not _per_word(v, piece) and k not in ("class_scores", "labels")
         }
         extras["windows"].append(
             {
-                "words": [_first_word(whole, piece), _end_word(whole, piece)],
+                # The words of the text it holds, all or (cut at its edges) a part: the first that ends after its
+                # start, up to the first that starts at or after its end (the whole spans are in order both ways).
+                "words": [bisect.bisect_right(ends, piece.spans[0][0]), bisect.bisect_left(starts, piece.spans[-1][1])],
                 "score": piece.score,
                 "baseline_score": piece.baseline_score,
                 "delta": piece.delta,
@@ -130,15 +152,3 @@ def merge_windows(pieces: list[Explanation], probability: float) -> Explanation:
 
 def _per_word(value: Any, piece: Explanation) -> bool:
     return isinstance(value, list) and len(value) == len(piece.words) and not isinstance(value[0], list)
-
-
-def _first_word(whole: list[tuple[int, int]], piece: Explanation) -> int:
-    """The first word of the text that a window holds (all of it or, cut at the window's start, a part)."""
-    start = piece.spans[0][0]
-    return next(i for i, (s, e) in enumerate(whole) if e > start)
-
-
-def _end_word(whole: list[tuple[int, int]], piece: Explanation) -> int:
-    """One past the last word of the text that a window holds (all of it or a part)."""
-    end = piece.spans[-1][1]
-    return next((i for i, (s, _) in enumerate(whole) if s >= end), len(whole))

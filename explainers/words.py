@@ -49,6 +49,22 @@ class TokenizedText:
     word_segments: list[int] | None = None
 
 
+# A code point of U+D800 to U+DFFF: half of a UTF-16 pair, never a character of its own (no tokenizer, file or
+# Arrow column takes one). Python's str holds one after `json.loads('"\\ud800"')` or `errors="surrogateescape"`.
+SURROGATE = regex.compile(r"[\ud800-\udfff]")
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Where `text` holds a lone surrogate, as the end of a sentence that names it, or None."""
+    found = SURROGATE.search(text)
+    if found is None:
+        return None
+    return (
+        f"holds a lone surrogate (U+{ord(found.group()):04X} at character {found.start()}), which is not Unicode "
+        "text: remove it, or decode the source with errors='replace'"
+    )
+
+
 def text_problem(value: object) -> str | None:
     """What makes `value` no text to classify, as the end of a sentence that names it ("is empty or only
     whitespace"), or None for a text. The one rule of every entry point: explain, predict, the corpus commands,
@@ -62,7 +78,7 @@ def text_problem(value: object) -> str | None:
         return f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a str"
     if not value.strip():
         return "is empty or only whitespace"
-    return None
+    return surrogate_problem(value)
 
 
 SEGMENT_NAMES = ("text", "second text")
@@ -98,16 +114,36 @@ def check_texts(texts: object) -> tuple[list[TextInput], bool]:
     for i, text in enumerate(texts):
         problem = input_problem(text)
         if problem is not None:
-            raise ExplainerInputError(f"Text {i} {problem}: pass a str, a pair (text, text_pair) or a list of them.")
+            # A problem that names its own fix ("...: decode it first") is given as it is.
+            fix = "" if ": " in problem else ": pass a str, a pair (text, text_pair) or a list of them"
+            raise ExplainerInputError(f"Text {i} {problem}{fix}.")
     return texts, single
 
 
+# Characters that may share a grapheme cluster with a neighbour: all but ASCII, and CR and LF (CR LF is one). Between
+# two other ASCII characters there is always a cluster boundary (Unicode's rules GB3-GB999).
+JOINING = regex.compile(r"[^\x00-\x09\x0b\x0c\x0e-\x7f]+")
+
+
 def grapheme_bounds(text: str) -> tuple[list[int], list[int]]:
-    """For each character position, the start and the end of the grapheme cluster it belongs to."""
-    starts, ends = [0] * len(text), [0] * len(text)
-    for cluster in regex.finditer(r"\X", text):
-        for i in range(cluster.start(), cluster.end()):
-            starts[i], ends[i] = cluster.start(), cluster.end()
+    """For each character position, the start and the end of the grapheme cluster it belongs to.
+
+    Only the stretches around joining characters (with one other character either side, where a cluster boundary
+    is sure) are segmented by `regex`'s `\\X`: a text of ASCII words costs two `range`s, not a match per character.
+    """
+    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+    stretches: list[list[int]] = []
+    for run in JOINING.finditer(text):
+        start, end = max(0, run.start() - 1), min(len(text), run.end() + 1)
+        if stretches and start < stretches[-1][1]:
+            stretches[-1][1] = end
+        else:
+            stretches.append([start, end])
+    for first, last in stretches:
+        for cluster in regex.finditer(r"\X", text[first:last]):
+            start, end = first + cluster.start(), first + cluster.end()
+            starts[start:end] = [start] * (end - start)
+            ends[start:end] = [end] * (end - start)
     return starts, ends
 
 
@@ -165,10 +201,14 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
     return items
 
 
-def tokenized_text(text: TextInput, encoding, row: int, index: int) -> TokenizedText:
-    """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`."""
+def tokenized_text(
+    text: TextInput, encoding, row: int, index: int, bounds: list[tuple[list[int], list[int]]] | None = None
+) -> TokenizedText:
+    """Row `row` of a tokenizer's `encoding` of `text` (text number `index`) as a `TokenizedText`; `bounds` are the
+    `grapheme_bounds` of each segment, when the caller has them (the windows of one text share them)."""
     segments = text if isinstance(text, tuple) else (text,)
-    bounds = [grapheme_bounds(segment) for segment in segments]
+    if bounds is None:
+        bounds = [grapheme_bounds(segment) for segment in segments]
     # Raw spans of the tokenizer's words, keyed (segment, word id), in order of first appearance.
     raw: dict[tuple[int, int], list[int]] = {}
     keys: list[tuple[int, int] | None] = []

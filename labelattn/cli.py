@@ -32,6 +32,14 @@ COMMANDS = {
         "Measure the faithfulness of every explanation method on a data set "
         "(comprehensiveness, sufficiency, τ-LOO, rank agreement).",
     ),
+    "export": (
+        "labelattn.export",
+        "Export a trained classifier to ONNX (with its tokenizer and labels), verified to give PyTorch's logits.",
+    ),
+    "predict-onnx": (
+        "labelattn.onnx_predict",
+        "Predict every row of a .jsonl/.csv/.txt file with an exported ONNX folder, without torch.",
+    ),
     "space": ("labelattn.space", "Run the Gradio demo locally on a trained model."),
 }
 

@@ -2,17 +2,17 @@
 
 MODEL is any text classifier (`explainers.load_classifier`); DATA's texts may be pairs (`--text-pair-column`).
 Runs every method that the model supports (and the random baseline) on N texts, measures comprehensiveness,
-sufficiency and τ-LOO (`explainers.faithfulness`), and with `--rationale-column` the plausibility of the scores
-against human rationales (token F1, token IOU, AUPRC), and writes `results.md`, `results.json` and `results.png`:
+sufficiency and τ-LOO (`explainers.evaluation.faithfulness`), and with `--rationale-column` the plausibility of the
+scores against human rationales (token F1, token IOU, AUPRC), and writes `results.md`, `results.json` and `results.png`:
 one row per method, with what each method explained (`Explanation.output`). Under `accelerate launch` the texts are
 split across the processes (`split_between_processes`) and the rows gathered on the main process, so the same
 command runs on one CPU or many GPUs.
 
 The rationale column holds, per row, a list (in CSV, written as JSON): one 0/1 or soft value in [0, 1] per word of
 the text as the tokenizer splits it, e.g. `[0, 1, 0]`, or the rationale's words, e.g. `["zebra"]`; `[]` for a text
-without one (`explainers.rationales`). Every row is checked against the words the model reads before anything is
-explained, and the k of the top-k words (the mean rationale size, unless `--rationale-top-k`) is taken over all the
-texts, so that it does not depend on the number of processes.
+without one (`explainers.evaluation.rationales`). Every row is checked against the words the model reads before
+anything is explained, and the k of the top-k words (the mean rationale size, unless `--rationale-top-k`) is taken
+over all the texts, so that it does not depend on the number of processes.
 """
 
 import argparse
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from accelerate.utils import gather_object
 
     from explainers import get_explainer, load_classifier
-    from explainers.faithfulness import check_settings
+    from explainers.evaluation.faithfulness import check_settings
     from labelattn.corpus.processes import process_state
 
     accelerator = process_state()
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 def _options(percentages: list[float], tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     """How the explanations were measured, as `evaluate_faithfulness` records it in its reports' options."""
     from explainers import baseline_token_id
-    from explainers.rationales import RATIONALE_THRESHOLD
+    from explainers.evaluation.rationales import RATIONALE_THRESHOLD
 
     options = {"percentages": percentages, "removal": args.removal, "baseline_token_id": baseline_token_id(tokenizer)}
     if args.rationale_column is not None:
@@ -200,7 +200,7 @@ def _rationales(args: argparse.Namespace, model, tokenizer, texts: list) -> list
     model reads; sets `args.rationale_top_k` to the k of all the texts when it is not given."""
     from explainers import token_limit
     from explainers.checks import check_count
-    from explainers.rationales import default_top_k, rationale_mask
+    from explainers.evaluation.rationales import default_top_k, rationale_mask
     from explainers.words import tokenize
 
     if args.rationale_column is None:
@@ -227,10 +227,11 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     of)."""
     import datasets
 
-    from labelattn.data.builtin import BUILTIN
-    from labelattn.data.reading import SPLITS, _require_column, load_data, load_table
+    from labelattn.data.builtin import builtin_named
+    from labelattn.data.reading import _require_column, load_data, load_table
+    from labelattn.data.records import SPLITS
 
-    if args.data in BUILTIN and not Path(args.data).exists():
+    if builtin_named(args.data) is not None:
         raise ValueError(
             f"The built-in data set {args.data!r} has no rationales: --rationale-column needs a CSV / JSONL file or "
             "a datasets folder with such a column."
@@ -254,7 +255,7 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
 
 def _parsed_rationale(where: str, value: Any) -> Any:
     """A rationale cell as a list: CSV holds it as JSON text, JSONL and datasets folders as a list already."""
-    from explainers.rationales import RationaleError
+    from explainers.evaluation.rationales import RationaleError
 
     if value is None:
         raise RationaleError(f"{where}: the rationale is missing; write [] for a text without rationale words.")
@@ -315,7 +316,7 @@ def measure(
     """Explain `texts` by every method and measure the explanations (against `rationales` too, if any); lists of
     plain records, ready to gather."""
     from explainers import explain
-    from explainers.faithfulness import evaluate_faithfulness, rank_agreement
+    from explainers.evaluation.faithfulness import evaluate_faithfulness, rank_agreement
 
     explanations, timings = {}, []
     for method in methods:
@@ -346,9 +347,10 @@ def measure(
 
 def summarize(gathered: dict[str, list], methods: list[str], skipped: dict[str, str], model, options) -> dict[str, Any]:
     """The table (one row per method), the same by predicted class, and the methods' mean rank agreement."""
-    from explainers.faithfulness import FaithfulnessReport, explained_output, mean_defined
+    from explainers.evaluation.faithfulness import FaithfulnessReport, explained_output, mean_defined
+    from explainers.loading import label_names
 
-    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    labels = label_names(model.config)
     by_method = defaultdict(list)
     for row in gathered["per_text"]:
         by_method[row.method].append(row)

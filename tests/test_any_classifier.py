@@ -28,7 +28,7 @@ from explainers import (
     token_limit,
 )
 from explainers.base import predict_logits
-from explainers.faithfulness import evaluate_faithfulness
+from explainers.evaluation.faithfulness import evaluate_faithfulness
 from explainers.models import baseline_token_id, readout
 from explainers.words import tokenize
 

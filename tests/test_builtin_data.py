@@ -10,7 +10,8 @@ import pytest
 from test_data import published_split_hashes
 
 from labelattn.data import builtin
-from labelattn.data.reading import SPLITS, DataError, load_data
+from labelattn.data.reading import load_data
+from labelattn.data.records import SPLITS, DataError
 
 
 @pytest.fixture(scope="module")

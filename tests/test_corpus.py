@@ -109,6 +109,9 @@ def test_a_hierarchical_model_predicts_every_level_consistently(tokenizer, tmp_p
         ({"levels": ["only"], "ancestors": {}}, "two or more level names"),
         ({"levels": ["a", "b"], "ancestors": {"class_0": ["A"]}}, "2 label\\(s\\) have no ancestors"),
         ({"levels": ["a", "b"], "ancestors": {f"class_{c}": ["A", "B"] for c in range(3)}}, "one group per upper"),
+        # Issue 29.3: once an AttributeError ('str' object has no attribute 'get') from a tampered config.json.
+        ("oops", "label_hierarchy must be \\{'levels'.*got 'oops'"),
+        ({"levels": ["a", "b"], "ancestors": {f"class_{c}": 7 for c in range(3)}}, "one group per upper"),
     ],
 )
 def test_a_bad_label_hierarchy_is_refused_by_the_config(hierarchy, expected):

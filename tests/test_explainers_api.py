@@ -193,11 +193,20 @@ def test_bad_options(method, options, message, model, tokenizer):
         ((" ", "fine"), "Text 0 has a text that is empty or only whitespace"),
         # Issue 20.10: an empty second text is named as such, not as an empty first text.
         (("fine", " "), "Text 0 has a second text that is empty or only whitespace"),
+        # Issue 29.3: a lone surrogate, once the tokenizer's "TextEncodeInput must be Union[...]".
+        (
+            ["fine", "abc\ud800"],
+            r"^Text 1 holds a lone surrogate \(U\+D800 at character 3\), which is not Unicode text: remove it, or "
+            r"decode the source with errors='replace'\.$",
+        ),
+        (("fine", "\udfff"), r"^Text 0 has a second text that holds a lone surrogate \(U\+DFFF at character 0\)"),
     ],
 )
 def test_texts_of_the_wrong_kind(texts, message, model, tokenizer):
     with pytest.raises(ExplainerInputError, match=message):
         explain(model, tokenizer, texts, method="saliency")
+    with pytest.raises(ExplainerInputError, match=message):
+        predict(model, tokenizer, texts)
 
 
 def test_contrast_of_a_class_with_itself(model, tokenizer):

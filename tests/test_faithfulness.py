@@ -15,7 +15,7 @@ import torch
 from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
 from explainers import Explanation, explain
-from explainers.faithfulness import (
+from explainers.evaluation.faithfulness import (
     FaithfulnessError,
     evaluate_faithfulness,
     perturb,
@@ -25,7 +25,7 @@ from explainers.faithfulness import (
     top_words,
     words_for_percentage,
 )
-from explainers.rationales import RationaleError, default_top_k, rationale_mask
+from explainers.evaluation.rationales import RationaleError, default_top_k, rationale_mask
 from explainers.words import tokenize
 from labelattn import cli
 

@@ -6,8 +6,8 @@ import torch
 from conftest import make_model, save_model
 
 from explainers import METHODS, Explainer, TokenScores, explain, supported_methods
-from explainers.base import register
 from explainers.options import Option
+from explainers.registry import register
 from labelattn.cli import main
 
 

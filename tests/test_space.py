@@ -29,7 +29,7 @@ from transformers import BertForSequenceClassification
 
 from explainers import LoadError, supported_methods
 from explainers.views import method_title
-from labelattn import space
+from labelattn import cli, space
 from labelattn.space import app, export
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -224,6 +224,9 @@ def huge_explanation(client: Client) -> dict:
             "shap_max_samples must be a whole number from 1 to 64, got [3]",
         ),
         (lambda c: explain(c, 12345), "The text is an int, not a str"),
+        # A list where one method name goes (issue 29.3): once "unhashable type: 'list'".
+        (lambda c: explain(c, "a zebra", []), "The method is [], not a method name: give one name, one of"),
+        (lambda c: explain(c, "a zebra", ["saliency"]), "The method is ['saliency'], not a method name"),
         (
             lambda c: c.predict("a zebra", "", "planted", app.NO_CONTRAST, "shap", api_name="/compare"),
             "a list of method",
@@ -524,6 +527,26 @@ def test_an_export_refuses_before_writing(labelattn_wheel, tmp_path, monkeypatch
     with pytest.raises(FileNotFoundError, match="--wheel"):
         export.export_space(tmp_path / "d")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"], "nothing written, not even a staging folder"
+
+
+def test_an_export_the_folder_or_wheel_of_which_cannot_be_used_is_one_line(tmp_path, capsys):
+    """Issue 29.3: once a raw `zipfile.BadZipFile`, `[Errno 17] File exists` and a temporary path never typed."""
+    not_a_zip = tmp_path / "labelattn-0.1.0-py3-none-any.whl"
+    not_a_zip.write_text("not a zip archive")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    cases = {
+        (str(tmp_path / "space"), str(not_a_zip)): f"--wheel {not_a_zip} is not a wheel (File is not a zip file): a "
+        "wheel is a zip archive; build one with pip wheel --no-deps -w dist . and pass that file.",
+        (str(a_file / "sub"), str(not_a_zip)): f"--export {a_file / 'sub'}: {a_file} is a file, not a folder, so "
+        f"{a_file / 'sub'} cannot be made: export the Space into a new folder elsewhere.",
+        ("/proc/x", str(not_a_zip)): "--export /proc/x: nothing can be written in /proc (",
+    }
+    for (folder, wheel), message in cases.items():
+        assert cli.main(["space", "--export", folder, "--wheel", wheel]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith(f"labelattn space: error: {message}") and error.count("\n") == 1, error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", not_a_zip.name], "nothing written"
 
 
 @pytest.mark.slow

@@ -51,7 +51,7 @@ def tiny_csv(tmp_path_factory) -> Path:
 
 def train(*args: str, env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run the training module in a fresh process, as users do (one thread: the cores are shared)."""
-    command = [*(launcher or [sys.executable]), "-m", "labelattn.training.run", *map(str, args)]
+    command = [*(launcher or [sys.executable]), "-m", "labelattn", "train", *map(str, args)]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", **(env or {})}
     return subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=240)
 
@@ -77,7 +77,7 @@ def batches(log: Path, rank: int = 0) -> list[tuple]:
 def kill_run_at(event: str, log: Path, *args) -> None:
     """Start a training run that pauses at `event` (LABELATTN_PAUSE_AT), and SIGKILL it there, from outside."""
     env = {"OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", "LABELATTN_RUN_LOG": str(log), "LABELATTN_PAUSE_AT": event}
-    command = [sys.executable, "-m", "labelattn.training.run", *map(str, args)]
+    command = [sys.executable, "-m", "labelattn", "train", *map(str, args)]
     stderr = Path(f"{log}.stderr")
     with stderr.open("w") as errors:  # a file, not a pipe: a full pipe would block the run before the event
         process = subprocess.Popen(
@@ -481,3 +481,38 @@ def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     assert table.requires_grad is not frozen
     assert any(p is table for p in optimized) is not frozen
     assert len(optimized) == sum(p.requires_grad for p in model.parameters())
+
+
+def test_a_second_run_on_the_same_output_dir_is_refused_and_a_killed_ones_lock_is_not_stale(tiny_csv, tmp_path):
+    """Issue 29.4: two runs (one of them --resume) wrote one folder together, without a word. The first holds
+    `train.lock` (an flock); the second, started while the first trains, is refused at once naming its process."""
+    out, log = tmp_path / "model", tmp_path / "log"
+    options = ["--data", tiny_csv, *TINY, "--checkpoint-every", "5", "--output-dir", out]
+    env = {
+        "OMP_NUM_THREADS": "1",
+        "LABELATTN_DEBUG": "",
+        "LABELATTN_RUN_LOG": str(log),
+        "LABELATTN_PAUSE_AT": "batch@8",
+    }
+    command = [sys.executable, "-m", "labelattn.training.run", *map(str, options)]
+    first = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not run_events(log, "paused"):  # past the checkpoint of step 5, training
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never got to batch 8"
+            time.sleep(0.05)
+        for again in ([], ["--resume"]):
+            second = train(*options, *again)
+            assert second.returncode == 2, second.stderr
+            assert second.stderr.strip().splitlines()[-1] == (
+                f"labelattn train: error: {out} is in use by another labelattn train run (process {first.pid}, which "
+                f"holds {out / 'train.lock'}): wait for it to end, or train into another --output-dir."
+            )
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # The kernel dropped the killed run's lock: --resume goes on from its checkpoint, and leaves no lock behind.
+    resumed = train(*options, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed at step 5" in resumed.stdout + resumed.stderr
+    assert not (out / "train.lock").exists()

@@ -3,13 +3,16 @@ span into the whole text; the prediction from the windows' mean logits; complete
 the last window found; a text that fits is explained exactly as without windows."""
 
 import random
+import time
 
 import pytest
+import regex
 import torch
 from conftest import FILLER, PLANTED_WORD
 
 from explainers import ExplainerError, ExplainerInputError, explain, predict
 from explainers.windows import tokenize_windows
+from explainers.words import grapheme_bounds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 WINDOW = 32  # tokens per window, special tokens included: 30 words of one token each
@@ -101,3 +104,43 @@ def test_bad_long_text_values_are_refused(tokenizer, planted_context_model):
         explain(planted_context_model, tokenizer, "who", method="saliency", long_text="pages")
     with pytest.raises(ExplainerInputError, match="reads single texts"):
         explain(planted_context_model, tokenizer, ("a", "b"), method="saliency", long_text="windows")
+
+
+def plain_grapheme_bounds(text: str) -> tuple[list[int], list[int]]:
+    """The bounds of every character's cluster by one `\\X` match per cluster: what `grapheme_bounds` must equal."""
+    starts, ends = [0] * len(text), [0] * len(text)
+    for cluster in regex.finditer(r"\X", text):
+        for i in range(cluster.start(), cluster.end()):
+            starts[i], ends[i] = cluster.start(), cluster.end()
+    return starts, ends
+
+
+def test_grapheme_bounds_equal_one_match_per_cluster():
+    # ASCII, CR LF, combining marks, ZWJ and emoji modifiers, flags, Hangul jamo, a prepended mark, Devanagari.
+    pool = [*"ab .,#*1\t\r\n", "\u0301", "\u200d", "\ufe0f", "\U0001f44d", "\U0001f3fd", "\U0001f1eb", "\U0001f1f7"]
+    pool += ["\u1100", "\u1161", "\u11a8", "\u0600", "\u0928", "\u092e", "\u094d", "\u0947", "\x85", "\u00e9", "\u20e3"]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 14)))
+        assert grapheme_bounds(text) == plain_grapheme_bounds(text), repr(text)
+
+
+def test_time_per_word_is_flat(tokenizer, planted_context_model):
+    """Windows cost the same per word at 2,000 and at 16,000 words (the windows of one text once cost each a pass
+    over the whole text: 8 times the words took 64 times as long). Best of two runs of each, interleaved."""
+    small, large = long_text(2_000, None), long_text(16_000, None)
+
+    def seconds(text: str) -> float:
+        start = time.perf_counter()
+        predict(planted_context_model, tokenizer, text, long_text="windows", max_length=WINDOW)
+        explain(
+            planted_context_model, tokenizer, text, method="label_attention", long_text="windows", max_length=WINDOW
+        )
+        return time.perf_counter() - start
+
+    times = {small: [], large: []}
+    for _ in range(2):
+        for text in times:
+            times[text].append(seconds(text))
+    ratio = min(times[large]) / min(times[small])
+    assert ratio < 8 * 2.5, f"8 times the words took {ratio:.1f} times as long"

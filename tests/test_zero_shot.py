@@ -11,7 +11,7 @@ from test_any_classifier import FAMILIES, build_model, build_tokenizer
 from transformers import BartConfig, BartForSequenceClassification, BertForSequenceClassification, pipeline
 
 from explainers import ExplainerError, ExplainerInputError, MethodError, explain, predict
-from explainers.faithfulness import evaluate_faithfulness
+from explainers.evaluation.faithfulness import evaluate_faithfulness
 from explainers.words import collate, tokenize
 from explainers.zero_shot import DEFAULT_TEMPLATE, ZeroShotClassifier, explain_zero_shot, wants_zero_shot
 

@@ -4,7 +4,8 @@ through the layered graph of residual attention, solved by networkx."""
 import networkx as nx
 import torch
 
-from ..base import Explainer, TokenScores, register
+from ..base import Explainer, TokenScores
+from ..registry import register
 from ..words import TokenBatch
 from .attention_graph import attention_graph
 

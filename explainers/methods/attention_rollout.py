@@ -2,7 +2,8 @@
 
 import torch
 
-from ..base import Explainer, TokenScores, register
+from ..base import Explainer, TokenScores
+from ..registry import register
 from ..words import TokenBatch
 from .attention_graph import attention_graph
 

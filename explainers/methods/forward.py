@@ -9,7 +9,8 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ..base import at_least_float32
-from ..outputs import explained_output, is_multi_label
+from ..models import is_multi_label
+from ..outputs import explained_output
 from ..words import TokenBatch
 
 

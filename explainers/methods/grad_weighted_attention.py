@@ -5,11 +5,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from ..base import Explainer, TokenScores, at_least_float32, method_names, register
+from ..base import Explainer, TokenScores, at_least_float32
 from ..errors import MethodError
-from ..models import has_label_attention, returned_attentions, returns_attentions
+from ..models import has_label_attention, is_multi_label, returned_attentions, returns_attentions
 from ..options import Option
-from ..outputs import OUTPUTS, explained_output, is_multi_label
+from ..outputs import OUTPUTS, explained_output
+from ..registry import method_names, register
 from ..words import TokenBatch
 from .forward import embedding_output
 

@@ -25,10 +25,11 @@ import torch
 from captum.attr import LayerIntegratedGradients
 from torch import nn
 
-from ..base import Explainer, TokenScores, at_least_float32, register
+from ..base import Explainer, TokenScores, at_least_float32
 from ..errors import ExplainerError
 from ..options import Option
 from ..outputs import OUTPUTS
+from ..registry import register
 from ..words import TokenBatch
 from .forward import ExplainedOutput, embedding_output
 from .quadrature import AdaptiveSimpson

@@ -9,8 +9,10 @@ gradient. The weights alone (where a class looked, not what it found there) are 
 
 import torch
 
-from ..base import Explainer, TokenScores, at_least_float32, register
-from ..outputs import LINEAR, explained_output, is_multi_label
+from ..base import Explainer, TokenScores, at_least_float32
+from ..models import is_multi_label
+from ..outputs import LINEAR, explained_output
+from ..registry import register
 from ..words import TokenBatch
 
 

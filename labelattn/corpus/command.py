@@ -59,6 +59,13 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -
         help="rows per shard: the unit of work, of resuming and of the split across processes (default 1000)",
     )
     parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="the longest text a row may hold, in characters: a longer one becomes an error row saying so, and the "
+        "other rows are computed (default: 10,000,000, about 1.6 million words)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the results of a run with other settings at --output "
@@ -72,12 +79,14 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     `label`, or its published split), a file, or a `datasets` folder."""
     import datasets
 
-    from labelattn.data.builtin import BUILTIN
-    from labelattn.data.reading import DataError, load_data, load_table
+    from labelattn.data.builtin import builtin_named
+    from labelattn.data.reading import load_data, load_table
+    from labelattn.data.records import DataError
 
-    if data in BUILTIN and not Path(data).exists():
+    builtin = builtin_named(data)
+    if builtin is not None:
         if split is None:
-            raw = BUILTIN[data][0]()
+            raw = builtin.read()
             return datasets.Dataset.from_dict({"id": raw.ids, "text": raw.texts, "label": raw.labels})
         splits = load_data(data).splits
         if split not in splits:
@@ -134,21 +143,25 @@ def model_and_tokenizer(args: argparse.Namespace):
 
 def open_corpus_run(args: argparse.Namespace, kind: str, name: str):
     """What `labelattn predict` and `explain --data` check and load, in this order, before any work: the output
-    path (`output_path(args, kind, name)`), the corpus and its columns, then the model. Returns
+    path (`output_path(args, kind, name)`), the corpus, its columns and whether the output's format holds their
+    values, then the model. Returns
     `(output, dataset, model, tokenizer)`."""
+    from labelattn.corpus.files import check_values_fit
     from labelattn.corpus.jobs import check_columns
 
     output = output_path(args, kind, name)
     check_output(output, args.data, args.overwrite)
     dataset = load_corpus(args.data, args.split)
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
+    check_values_fit(dataset, output)
     return (output, dataset, *model_and_tokenizer(args))
 
 
 def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: argparse.Namespace) -> "CorpusReport":
     """Run `job` over `dataset` in shards beside `output`, as the command's corpus arguments say; then the main
     process writes `output` from the shards and the report line."""
-    from labelattn.corpus.jobs import CorpusOptions, run_job, save
+    from labelattn.corpus.files import save
+    from labelattn.corpus.jobs import CorpusOptions, run_job
     from labelattn.corpus.processes import process_state
 
     options = CorpusOptions(
@@ -160,6 +173,7 @@ def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: arg
         overwrite=args.overwrite,
         progress=not args.no_progress,
         protected=(Path(args.data),) if Path(args.data).exists() else (),
+        **({"max_chars": args.max_chars} if args.max_chars is not None else {}),
     )
     report = run_job(job, dataset, options)
     state = process_state()

@@ -16,8 +16,8 @@ checked before the folder is touched. Under `accelerate launch` the pending shar
 is the shards read back in order, memory-mapped: the corpus is never held in memory as Python objects, only one
 shard at a time.
 
-A row whose text cannot be read (missing, empty, or giving no token the model knows) becomes an error row that
-names it, and never stops the run.
+A row whose text cannot be read (missing, empty, giving no token the model knows, or longer than `max_chars`)
+becomes an error row that names it, and never stops the run: one bad or huge row costs only itself.
 """
 
 import dataclasses
@@ -41,14 +41,20 @@ import torch
 from explainers import ExplainerInputError, explain, get_explainer, predict
 from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
+from explainers.models import is_multi_label
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
 from labelattn.coding import check_probability, row_confidence
+from labelattn.corpus.files import save
 from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
 DEFAULT_SHARD_SIZE = 1000
+# The longest text (characters, both segments of a pair together) a row may hold: about 1.6 million words, a few
+# minutes of windows. A longer one is more often a file's mistake (a whole export in one cell) than a document, and
+# would hold up its shard's other rows and its memory: it becomes an error row that says so.
+DEFAULT_MAX_CHARS = 10_000_000
 # Label attention's classes × words matrix would make every row as large as all its --all-targets rows together:
 # the corpus files keep the method's scalar and per-word diagnostics only.
 DROPPED_EXTRAS = ("class_scores", "labels")
@@ -75,6 +81,7 @@ class CorpusOptions:
         overwrite: replace a folder's results of other settings (only its own files are deleted).
         progress: show a progress bar of every process's rows (on the main process).
         protected: files the run reads (the input file), which the output folder must neither hold nor replace.
+        max_chars: the longest text a row may hold, in characters; a longer one becomes an error row.
     """
 
     output_dir: str | Path | None = None
@@ -85,6 +92,7 @@ class CorpusOptions:
     overwrite: bool = False
     progress: bool = True
     protected: tuple[Path, ...] = ()
+    max_chars: int = DEFAULT_MAX_CHARS
 
 
 # --------------------------------------------------------------------------------------------------- the input
@@ -249,7 +257,7 @@ def predict_job(
     `manual_below`, a `manual` column says which rows a person should code: those whose confidence (the top
     probability; for a multi-label model the least sure yes/no decision, see `labelattn.coding`) is below it."""
     labels = class_names(model.config)
-    multi_label = model.config.problem_type == "multi_label_classification"
+    multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
         raise CorpusError("--threshold applies to multi-label models; this model predicts one class per text.")
     threshold = 0.5 if threshold is None else threshold
@@ -453,6 +461,7 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     check is made before the output folder is touched (but for an iterable's copy there, which is read back)."""
     state = process_state()
     check_count(options.shard_size, "shard_size", "rows", error=CorpusError)
+    check_count(options.max_chars, "max_chars", "characters", error=CorpusError)
     output_dir = options.output_dir
     if output_dir is None:
         if state.num_processes > 1:
@@ -484,6 +493,8 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
         "shard_size": options.shard_size,
         "input": {"rows": len(dataset), "fingerprint": fingerprint(dataset)},
     }
+    if options.max_chars != DEFAULT_MAX_CHARS:  # (the folders of older runs have none)
+        settings["max_chars"] = options.max_chars
     shard_size = options.shard_size
     folder.num_shards = math.ceil(len(dataset) / shard_size)
     folder.check_settings(settings, options.overwrite)  # every process: all refuse together, before any write
@@ -505,7 +516,9 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     with state.split_between_processes(pending) as mine:
         for index in mine:
             rows = table[index * shard_size : (index + 1) * shard_size]
-            shard = shard_table(job, rows, index * shard_size, text_column, text_pair_column, options.id_column)
+            shard = shard_table(
+                job, rows, index * shard_size, text_column, text_pair_column, options.id_column, options.max_chars
+            )
             folder.write(index, shard)
             if bar is not None:
                 # The shards finished in the shared folder: the progress of every process, not only this one.
@@ -535,7 +548,13 @@ def check_result_columns(dataset: datasets.Dataset, job: Job) -> None:
 
 
 def shard_table(
-    job: Job, rows: pa.Table, first_row: int, text_column: str, text_pair_column: str | None, id_column: str | None
+    job: Job,
+    rows: pa.Table,
+    first_row: int,
+    text_column: str,
+    text_pair_column: str | None,
+    id_column: str | None,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> pa.Table:
     """One shard's output: `row` (the input's row number), the id column, the input's other columns, the results,
     and `error` (null unless the row could not be read: why, naming the row and its id). A row with several
@@ -546,7 +565,7 @@ def shard_table(
     def row_name(i: int) -> str:
         return f"row {first_row + i}" + (f" ({id_column} {ids[i]!r})" if ids is not None else "")
 
-    problems = [input_problem(text) for text in texts]
+    problems = [row_problem(text, max_chars) for text in texts]
     valid = [i for i, problem in enumerate(problems) if problem is None]
     with warnings.catch_warnings():
         # Truncation is a column of the output, not a warning per row.
@@ -568,6 +587,20 @@ def shard_table(
     columns.update({name: inputs.column(name) for name in order})
     columns.update({name: result_table.column(name) for name in result_table.column_names})
     return pa.table(columns)
+
+
+def row_problem(text: Any, max_chars: int) -> str | None:
+    """What keeps a row's text from being computed (`input_problem`, or more than `max_chars` characters), or None."""
+    problem = input_problem(text)
+    if problem is not None:
+        return problem
+    size = sum(map(len, text)) if isinstance(text, tuple) else len(text)
+    if size > max_chars:
+        return (
+            f"has {size:,} characters, more than the {max_chars:,} a row may hold: split it into several rows, or "
+            "raise the bound (--max-chars, max_chars=)"
+        )
+    return None
 
 
 def compute_rows(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] | str]:
@@ -605,7 +638,7 @@ def predict_dataset(
             (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
             ("windows" reads them whole, see `explainers.windows`); and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
-            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`.
+            `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`, `max_chars`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
@@ -648,42 +681,3 @@ def split_arguments(arguments: dict[str, Any]) -> tuple[CorpusOptions, dict[str,
     names = {field.name for field in dataclasses.fields(CorpusOptions)}
     corpus = {name: value for name, value in arguments.items() if name in names}
     return CorpusOptions(**corpus), {name: value for name, value in arguments.items() if name not in names}
-
-
-# --------------------------------------------------------------------------------------------------- files
-
-
-def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) -> Path:
-    """Write `dataset` to `path` in the format of its extension, `batch_rows` rows at a time: `.parquet` (nested
-    lists as lists), `.jsonl` (one JSON object per line), `.csv` (lists and dicts as JSON strings). The file is
-    written under a temporary name and renamed, so that it is never seen half-written."""
-    import csv
-
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".jsonl", ".csv"):
-        raise CorpusError(f"{path}: end the file name with .parquet, .jsonl or .csv to pick the format.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A name of this process's own: a second run writing the same output cannot interleave with this one.
-    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    if suffix == ".parquet":
-        table = dataset.with_format("arrow")
-        with pq.ParquetWriter(temporary, dataset.features.arrow_schema) as writer:
-            for start in range(0, len(dataset), batch_rows):
-                writer.write_table(table[start : start + batch_rows].cast(dataset.features.arrow_schema))
-    else:
-        with temporary.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=dataset.column_names) if suffix == ".csv" else None
-            if writer is not None:
-                writer.writeheader()
-            # Decoded by `datasets`: a column of mixed types (`Json`) is written as its values, not as JSON texts.
-            for batch in dataset.with_format(None).iter(batch_size=batch_rows):
-                for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
-                    if writer is None:
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    else:
-                        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
-    os.replace(temporary, path)
-    return path

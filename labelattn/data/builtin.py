@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from labelattn.data.reading import DataError, DataSource, Hierarchy, RawSplit
+from labelattn.data.records import DataError, DataSource, Hierarchy, RawSplit
 
 
 class Builtin(NamedTuple):
@@ -260,3 +260,9 @@ BUILTIN = {
     "bbc-news": Builtin(_read_bbc_news, BBC_SOURCE),
     "icd10-cm": Builtin(_read_icd10_cm, ICD_SOURCE, _icd10_cm_classes),
 }
+
+
+def builtin_named(data: str) -> Builtin | None:
+    """The built-in data set called `data`, or None: the one rule for every command that takes DATA. A file or
+    folder of that name wins, so that a user's own `trec` folder is read as theirs."""
+    return None if Path(data).exists() else BUILTIN.get(data)

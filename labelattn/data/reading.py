@@ -13,126 +13,23 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 import numpy as np
 from datasets.utils.stratify import stratified_shuffle_split_generate_indices
 
-SPLITS = ("train", "validation", "test")
-# Fractions of the whole set held out when a data set comes without a validation or test split.
-HELD_OUT = {"validation": 0.1, "test": 0.1}
-SPLIT_SEED = 42
-
-
-class DataError(ValueError):
-    """Labelled data that cannot be trained on: the message names the file, the row and the fix."""
-
-
-@dataclass
-class DataSource:
-    """What a model card says about where the data came from."""
-
-    name: str
-    description: str
-    license: str
-    citation: str = ""
-    hub_id: str | None = None  # the same data on the Hugging Face Hub, for the card's `datasets` metadata
-    language: str | None = None
-
-
-@dataclass
-class Hierarchy:
-    """The classes as the bottom level of a tree of coarser groups, e.g. ICD-10-CM's chapter > block > category.
-
-    `levels` names the levels from the top down, the classes' own level last: `["chapter", "block", "category"]`.
-    `ancestors[name]` gives each class's groups from the top down, one per upper level:
-    `ancestors["A00"] == ("A00-B99", "A00-A09")`. Every group has one parent (it is a tree), so a predicted class
-    implies its group at every level. `group_descriptions[level][group]` is a group's text where the data has one
-    (ICD-10-CM: `group_descriptions["block"]["A00-A09"] == "Intestinal infectious diseases"`).
-    """
-
-    levels: list[str]
-    ancestors: dict[str, tuple[str, ...]]
-    group_descriptions: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if len(self.levels) < 2 or len(set(self.levels)) != len(self.levels):
-            raise DataError(f"A hierarchy needs two or more distinct level names, not {self.levels}.")
-        parent: dict[tuple[int, str], str] = {}
-        for name, groups in self.ancestors.items():
-            if len(groups) != len(self.levels) - 1:
-                raise DataError(
-                    f"Class {name!r} has {len(groups)} ancestors {list(groups)}; the levels {self.levels} need "
-                    f"{len(self.levels) - 1}: give every class a group at every upper level."
-                )
-            for depth in range(1, len(groups)):
-                known = parent.setdefault((depth, groups[depth]), groups[depth - 1])
-                if known != groups[depth - 1]:
-                    raise DataError(
-                        f"The group {groups[depth]!r} (level {self.levels[depth]!r}) lies under both {known!r} and "
-                        f"{groups[depth - 1]!r} (level {self.levels[depth - 1]!r}): a group has one parent."
-                    )
-
-    def names(self, level: str) -> list[str]:
-        """The groups at `level` (or the classes, at the last level), in natural order."""
-        depth = self.levels.index(level)
-        if depth == len(self.levels) - 1:
-            return sorted(self.ancestors, key=_natural_key)
-        return sorted({groups[depth] for groups in self.ancestors.values()}, key=_natural_key)
-
-    def path(self, name: str) -> tuple[str, ...]:
-        """A class with its groups, from the top down: `("A00-B99", "A00-A09", "A00")`."""
-        return (*self.ancestors[name], name)
-
-    def level_indices(self, label_names: list[str], level: str) -> list[int]:
-        """For each class index, the index of its group at `level` in `names(level)`: what turns predicted or
-        true class indices into those of an upper level (`numpy.asarray(map)[predictions]`)."""
-        depth = self.levels.index(level)
-        index = {name: i for i, name in enumerate(self.names(level))}
-        return [index[self.path(name)[depth]] for name in label_names]
-
-
-@dataclass
-class LabelledData:
-    """Train/validation/test splits with integer labels, the class names, and the data's provenance.
-
-    `hierarchy` (or None) places the classes under coarser groups; `descriptions` (or None) maps a class name to
-    its text (an official description, a definition); a class without one is absent from it."""
-
-    splits: datasets.DatasetDict
-    label_names: list[str]
-    multi_label: bool
-    source: DataSource
-    split_record: dict = field(default_factory=dict)
-    hierarchy: Hierarchy | None = None
-    descriptions: dict[str, str] | None = None
-
-
-# --------------------------------------------------------------------------------------------------- raw rows
-
-
-@dataclass
-class RawSplit:
-    """Rows as read: texts and label names (a list per row for multi-label), with the file for error messages.
-
-    `groups` (or None) names each row's group: the rows of a group go to the same split (ICD-10-CM: the texts of
-    one billable code), `group_name` says what a group is. `strata` (or None: the label) is what a held-out split
-    is stratified by, `stratum_name` what it is."""
-
-    origin: str
-    ids: list[int]
-    texts: list
-    labels: list
-    row_name: Callable[[int], str] = lambda i: f"row {i + 1}"
-    groups: list | None = None
-    group_name: str = ""
-    strata: list[str] | None = None
-    stratum_name: str = ""
-
-    def where(self, index: int) -> str:
-        return f"{self.origin}, {self.row_name(index)}"
+from labelattn.data.records import (
+    HELD_OUT,
+    SPLIT_SEED,
+    SPLITS,
+    DataError,
+    DataSource,
+    Hierarchy,
+    LabelledData,
+    RawSplit,
+    natural_key,
+)
 
 
 def _some(names: list, shown: int = 5) -> str:
@@ -141,15 +38,43 @@ def _some(names: list, shown: int = 5) -> str:
     return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
 
 
-def _builtin(data: str):
-    """The built-in data set named `data` (a `labelattn.data.builtin.Builtin`), or None: a file of that name wins."""
-    from labelattn.data.builtin import BUILTIN  # imported here: the built-in readers build on this module's types
+# How `_scan_jsonl` names the JSON types that `datasets` keeps apart.
+JSON_KINDS = {bool: "true/false", int: "an integer", float: "a number with a fraction", str: "a string"}
+JSON_KINDS |= {list: "a list", dict: "an object"}
+# A lone surrogate can reach a UTF-8 file only as a JSON escape (\\ud800): only a line holding one is searched.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
-    return None if Path(data).exists() else BUILTIN.get(data)
 
+def _scan_jsonl(path: Path) -> dict[str, dict[str, int]]:
+    """Every line read once, before `datasets` reads the file, for what it would report without a line number, or
+    read differently past its first block: a broken line, a line that is not an object, no rows at all, an integer
+    beyond 64 bits, a lone surrogate. Returns, for each column of more than one JSON type (nested ones too: `meta.a`,
+    `tags[]`), the first line of each type."""
+    from explainers.words import surrogate_problem
 
-def _check_jsonl(path: Path) -> None:
-    """`datasets` reports a broken JSON line without its number, and an empty file obscurely: find them first."""
+    kinds: dict[str, dict[str, int]] = {}
+
+    def walk(value, column: str, number: int, strings: bool) -> None:
+        kind = JSON_KINDS.get(type(value))
+        if kind is None:  # null
+            return
+        found = kinds.setdefault(column, {})
+        if kind not in found:
+            found[kind] = number
+        if kind == "an integer" and not -(2**63) <= value < 2**64:
+            raise DataError(
+                f"{path}, line {number}, {column!r}: the integer {str(value)[:30]} needs more than 64 bits, which no "
+                'column holds: write it as a string ("...").'
+            )
+        if strings and kind == "a string" and (problem := surrogate_problem(value)) is not None:
+            raise DataError(f"{path}, line {number}, {column!r}: the string {problem}.")
+        if kind == "an object":
+            for key, item in value.items():
+                walk(item, f"{column}.{key}", number, strings)
+        elif kind == "a list":
+            for item in value:
+                walk(item, f"{column}[]", number, strings)
+
     rows = 0
     with path.open(encoding="utf-8-sig") as lines:
         for number, line in enumerate(lines, start=1):
@@ -164,8 +89,21 @@ def _check_jsonl(path: Path) -> None:
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(f'{path}, line {number}: expected a JSON object like {{"text": ..., "label": ...}}.')
+            strings = SURROGATE_ESCAPE.search(line) is not None
+            for column, value in row.items():
+                walk(value, column, number, strings)
     if not rows:
         raise DataError(f'{path} holds no rows: write one JSON object per line, like {{"text": ..., "label": ...}}.')
+    return {column: found for column, found in kinds.items() if len(found) > 1}
+
+
+def _mixed_types(mixed: dict[str, dict[str, int]]) -> str:
+    """The columns of several types, each type with its first line: "'text' holds a string (line 1) and a list
+    (line 3)"."""
+    return "; ".join(
+        f"{column!r} holds " + " and ".join(f"{kind} (line {line})" for kind, line in found.items())
+        for column, found in list(mixed.items())[:3]
+    )
 
 
 def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
@@ -175,27 +113,32 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
     Text files may start with a UTF-8 byte order mark (Excel writes one). Every CSV cell is read as the string it
     is. A JSONL column is read as given: one whose values differ in type (a number among strings, a dict among
     numbers) comes in `datasets`' `Json` type, each value as it was written, so that a row with the number 1984 as
-    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
+    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does),
+    wherever in the file it stands. What `datasets` would report without a line (a broken line, an integer beyond 64
+    bits, a lone surrogate) is found first, with its line.
     """
     if not path.exists():
-        from labelattn.data.builtin import BUILTIN
+        from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
 
         raise FileNotFoundError(
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
             f"{sorted(BUILTIN)}."
         )
+    suffix, mixed = path.suffix.lower(), {}
     try:
         if path.is_dir():
             return datasets.load_from_disk(str(path)), lambda i: f"row {i + 1}"
-        suffix = path.suffix.lower()
         if suffix == ".csv":
             table = datasets.load_dataset(
                 "csv", data_files=str(path), split="train", encoding="utf-8-sig", **_csv_as_strings(path)
             )
             return table, lambda i: f"row {i + 1} (line {i + 2}, counting the header)"
         if suffix in (".jsonl", ".json"):
-            _check_jsonl(path)
-            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig")
+            mixed = _scan_jsonl(path)
+            # `datasets` gives a column of several types its `Json` type (each value as written) only when it sees
+            # them in one block: past its first, it would read 5 among texts as the text "5". One block, then.
+            whole = {"chunksize": path.stat().st_size + 1} if mixed else {}
+            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig", **whole)
             return table, lambda i: f"line {i + 1}"
         if suffix == ".parquet":
             return datasets.load_dataset("parquet", data_files=str(path), split="train"), lambda i: f"row {i + 1}"
@@ -203,6 +146,11 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
         raise
     except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
         cause = error.__cause__ or error
+        if mixed:
+            raise DataError(
+                f"{path} could not be read: {_mixed_types(mixed)}, and `datasets` could not read these types "
+                f"in one column ({type(cause).__name__}: {str(cause)[:200]}); give each column one type."
+            ) from None
         raise DataError(f"{path} could not be read ({type(cause).__name__}: {cause}); fix the file's format.") from None
     raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl, .parquet or a datasets folder.")
 
@@ -469,12 +417,12 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
             if not _label_names(label) and not multi_label:
                 raise DataError(f"{part.where(i)}: the label is missing ({label!r}); every row needs one.")
     train = raw["train"]
-    names = sorted({n for label in train.labels for n in _label_names(label)}, key=_natural_key)
+    names = sorted({n for label in train.labels for n in _label_names(label)}, key=natural_key)
     if len(names) < 2:
         raise DataError(
             f"{train.origin}: the training data has a single class {names}; a classifier needs at least two."
         )
-    untrained = sorted(set(described) - set(names), key=_natural_key)
+    untrained = sorted(set(described) - set(names), key=natural_key)
     known = set(names) | set(untrained)
     for part in raw.values():
         for i, label in enumerate(part.labels):
@@ -485,12 +433,7 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
                     f"{_some(names)}); the model cannot learn it: fix the label, add training rows with it, or "
                     "describe it in a --label-file and train with --label-descriptions."
                 )
-    return sorted(known, key=_natural_key), untrained
-
-
-def _natural_key(name: str) -> tuple:
-    """Sort class names 2 before 10, as people do."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+    return sorted(known, key=natural_key), untrained
 
 
 # --------------------------------------------------------------------------------------------------- splitting
@@ -570,7 +513,7 @@ def _split_off(
         stratum_of = {u: named[units[u][0]] for u in eligible}
         enough = {s for s, n in Counter(stratum_of.values()).items() if n >= MIN_SPLIT_UNITS}
         eligible = [u for u in eligible if stratum_of[u] in enough]
-        index = {name: i for i, name in enumerate(sorted(enough, key=_natural_key))}
+        index = {name: i for i, name in enumerate(sorted(enough, key=natural_key))}
         strata = np.array([index[stratum_of[u]] for u in eligible], dtype=np.int64)
     pool = np.array(eligible, dtype=np.int64)
     unit = "row" if part.groups is None else "group"
@@ -597,8 +540,8 @@ def _split_off(
     record = {
         "stratified_by": None if multi_label else (part.stratum_name or "class"),
         "grouped_by": part.group_name or None,
-        "train_only_classes": sorted((names[c] for c in scarce), key=_natural_key),
-        "returned_to_train": sorted((names[c] for c in returned), key=_natural_key),
+        "train_only_classes": sorted((names[c] for c in scarce), key=natural_key),
+        "returned_to_train": sorted((names[c] for c in returned), key=natural_key),
     }
     return splits, record
 
@@ -668,7 +611,9 @@ def load_data(
     then scored, not refused (`labelattn train --label-descriptions` gives such a class its query from its
     description).
     """
-    builtin = _builtin(data)
+    from labelattn.data.builtin import builtin_named  # here: the data sets' readers load when one is named
+
+    builtin = builtin_named(data)
     if builtin is not None:
         options = {
             "--validation-data/--test-data": validation or test,
@@ -745,7 +690,9 @@ def _hierarchy_of(
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     """Every text of `data` (a built-in name, or a CSV / JSONL file / `datasets` folder) in its own order, without
     labels and without splitting: what measuring explanations on a whole file needs."""
-    builtin = _builtin(data)
+    from labelattn.data.builtin import builtin_named  # here: the data sets' readers load when one is named
+
+    builtin = builtin_named(data)
     if builtin is not None:
         return list(builtin.read().texts)
     table, row_name = load_table(Path(data))

@@ -42,7 +42,9 @@ from explainers import (
     supported_methods,
     token_limit,
 )
-from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
+from explainers.checks import check_explanation
+from explainers.evaluation.faithfulness import TextFaithfulness, evaluate_faithfulness
+from explainers.loading import label_names
 from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
 from explainers.windows import check_long_text
@@ -188,8 +190,7 @@ class Backend:
         fetch_from_hub(model_path)
         self.model, self.tokenizer = load_classifier(model_path)
         self.max_tokens = min(max_tokens, token_limit(self.model, self.tokenizer))
-        config = self.model.config
-        self.labels = [config.id2label[i] for i in range(config.num_labels)]
+        self.labels = label_names(self.model.config)
         self.lock = threading.Lock()
         supported = supported_methods(self.model, self.tokenizer)
         # The methods this model can use, in the registry's order (`Explainer.order`), and why the others cannot.
@@ -220,7 +221,12 @@ class Backend:
         return dict(zip(predictions.labels, predictions.probabilities[0].tolist(), strict=True))
 
     def check_method(self, method: Any) -> None:
-        """Refuse a method this model cannot use, saying why (or which it can use)."""
+        """Refuse a method this model cannot use, saying why (or which it can use); a method is a name."""
+        if not isinstance(method, str):
+            raise TypeError(
+                f"The method is {method!r:.60}, not a method name: give one name, one of {self.methods} (to compare "
+                "several, call /compare)."
+            )
         if method not in self.methods:
             reason = self.unsupported.get(method, f"choose one of {self.methods}")
             raise ValueError(f"The method {method!r:.60} is not available for this model: {reason}")
@@ -246,8 +252,8 @@ class Backend:
 
     def check_explanation(self, explanation: Any) -> Explanation:
         """A client's explanation dict as an `Explanation`: its texts bounded like any other, every field checked
-        (`Explanation.from_dict`), and checked to be one of this model's (`Explanation.check_against`: its classes
-        under their labels, its method, its words)."""
+        (`Explanation.from_dict`), and checked to be one of this model's (`explainers.checks.check_explanation`:
+        its classes under their labels, its method, its words)."""
         if not isinstance(explanation, dict) or not explanation:
             raise ValueError("No explanation yet: run Explain first, and pass the dict it returns unchanged.")
         checked_text(explanation.get("text"))
@@ -255,7 +261,7 @@ class Backend:
             checked_text(explanation["text_pair"], "second text")
         exp = Explanation.from_dict(explanation)
         with self.lock:
-            exp.check_against(self.model, self.tokenizer, max_length=self.max_tokens)
+            check_explanation(exp, self.model, self.tokenizer, max_length=self.max_tokens)
         return exp
 
     def cost_options(self, method: str, sliders: dict[str, float | None]) -> dict[str, Any]:
@@ -384,6 +390,7 @@ class Endpoints:
         backend, given = self.backend, model_input(text, text_pair)
         probabilities = backend.predict(given)  # the page shows them; they also name the predicted class
         wanted = target_of(target, contrast, lambda: max(probabilities, key=probabilities.get))
+        backend.check_method(method)  # before its cost options, which are looked up by its name
         exp = backend.explain(given, method, wanted, **backend.cost_options(method, costs))
         details = details_markdown(exp, backend) + manual_note(probabilities, backend)
         return probabilities, exp.segments(), details, exp.to_dict()

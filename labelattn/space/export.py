@@ -42,8 +42,7 @@ def export_space(folder: str | Path, model: str | None = None, wheel: str | Path
     """Write the Space folder `folder` (new or empty) serving `model` (a Hub repo id, or a local model folder,
     copied in), shipping `wheel` (default: one built from the checkout holding this package). Returns the folder."""
     folder = Path(folder)
-    if folder.is_file() or (folder.is_dir() and any(folder.iterdir())):
-        raise FileExistsError(f"{folder} exists and is not an empty folder: export the Space into a new folder.")
+    check_target(folder)
     local_model = model is not None and Path(model).expanduser().is_dir()
     if local_model:
         from explainers import load_classifier
@@ -73,6 +72,30 @@ def export_space(folder: str | Path, model: str | None = None, wheel: str | Path
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return folder
+
+
+def check_target(folder: Path) -> None:
+    """Refuse an export folder that exists with files in it, or that cannot be made where it is asked: under a
+    file, or where this process cannot write (tried, with a nameless temporary file). Every message names the
+    path as it was given."""
+    if folder.is_file() or (folder.is_dir() and any(folder.iterdir())):
+        raise FileExistsError(f"{folder} exists and is not an empty folder: export the Space into a new folder.")
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(
+            f"--export {folder}: {existing} is a file, not a folder, so {folder} cannot be made: export the Space "
+            "into a new folder elsewhere."
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        raise ExportError(
+            f"--export {folder}: nothing can be written in {existing} ({error.strerror or error}): export the Space "
+            "into a folder you can write to."
+        ) from None
 
 
 def copy_model(source: Path, target: Path) -> None:
@@ -122,11 +145,17 @@ def wheel_metadata(wheel: Path):
     """The core metadata (`METADATA`) of a labelattn wheel, as an email message (Requires-Dist, Version, ...)."""
     if not wheel.is_file() or not wheel.name.startswith("labelattn-") or wheel.suffix != ".whl":
         raise ExportError(f"--wheel {wheel} is not a labelattn wheel file (labelattn-VERSION-py3-none-any.whl).")
-    with zipfile.ZipFile(wheel) as archive:
-        name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
-        if name is None:
-            raise ExportError(f"{wheel} holds no METADATA: it is not a wheel pip built.")
-        return Parser().parsestr(archive.read(name).decode("utf-8"))
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            if name is None:
+                raise ExportError(f"{wheel} holds no METADATA: it is not a wheel pip built.")
+            return Parser().parsestr(archive.read(name).decode("utf-8"))
+    except (zipfile.BadZipFile, UnicodeDecodeError) as error:
+        raise ExportError(
+            f"--wheel {wheel} is not a wheel ({error}): a wheel is a zip archive; build one with pip wheel --no-deps "
+            "-w dist . and pass that file."
+        ) from None
 
 
 def requirements(wheel_name: str, metadata) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from labelattn.training import backbones
 
 if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
-    from labelattn.data.reading import Hierarchy
+    from labelattn.data.records import Hierarchy
 
 
 def load_tokenizer(backbone: str):
@@ -36,6 +36,8 @@ def build_model(
         pooling=args.pooling,
         num_attention_heads=args.num_attention_heads,
         attention_key_size=args.attention_key_size,
+        scorer=args.scorer,
+        scorer_rank=args.scorer_rank,
         initializer_range=args.initializer_range,
         classifier_dropout=args.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",

@@ -15,13 +15,14 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from labelattn.coding import shown
-from labelattn.data.reading import LabelledData
-from labelattn.training import backbones
+from labelattn.data.records import LabelledData
+from labelattn.training import backbones, checkpoints
 
 # Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).
 REQUIRED = ("README.md", "config.json", "model.safetensors", "configuration_labelattn.py", "modeling_labelattn.py")
 REQUIRED += ("tokenizer.json", "tokenizer_config.json")
-NOT_UPLOADED = ("checkpoints",)  # training state: large, and of no use to someone loading the model
+# Training state (large, and of no use to someone loading the model), and the lock of the run writing the folder.
+NOT_UPLOADED = (checkpoints.CHECKPOINTS, checkpoints.LOCK)
 POOLING_TEXT = {
     "label_attention": "a label-attention head: every class owns a learned query that attends over the tokens, and "
     "the attention weights show which words each class read",

@@ -4,21 +4,25 @@ continues from, whether the run finished, and what `--overwrite` may delete.
     OUTPUT/checkpoints/checkpoint_<step>/   what `Accelerator.save_state` wrote after optimizer step <step>
     OUTPUT/checkpoints/checkpoint_<step>/complete   written last: the SHA-256 of every other file of the checkpoint
     OUTPUT/checkpoints/finished             the run saved its model and card: nothing is left to resume
+    OUTPUT/train.lock                       held (`fcntl.flock`) by the run writing the folder, with its process id
 
 A checkpoint without `complete` was cut short (a kill during the save); one whose files no longer match their
 checksums is damaged. Neither is ever loaded: Accelerate's random states are pickles, which can run code when
 loaded, so a checkpoint folder is trusted input, and only checkpoints that verify are read.
 """
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 
 CHECKPOINTS = "checkpoints"
+LOCK = "train.lock"
 COMPLETE = "complete"
 FINISHED = "finished"
 KEEP = 2  # complete checkpoints kept: the newest, and one to fall back to if it is damaged
@@ -182,6 +186,46 @@ def start(output_dir: Path) -> None:
     (Path(output_dir) / CHECKPOINTS).mkdir(parents=True)
 
 
+# ------------------------------------------------------------------------------------------------ one run at a time
+
+
+@contextmanager
+def locked(output_dir: Path) -> Iterator[None]:
+    """Hold `output_dir` for this run: an exclusive `flock` on its `train.lock` (made with the folder if need be),
+    which records this process's id. A second run, `--resume` or not, is refused at once, naming the holder. The
+    kernel drops the lock of a killed run, so a stale file never blocks; the file goes when the run ends."""
+    folder = Path(output_dir)
+    made = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK
+    while True:
+        handle = path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise CheckpointError(
+                f"{output_dir} is in use by another labelattn train run (process {holder}, which holds {path}): wait "
+                "for it to end, or train into another --output-dir."
+            ) from None
+        # The holder may have ended and removed the file between our open and our lock: lock the file now there.
+        if path.exists() and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        handle.close()
+        if made and not any(folder.iterdir()):
+            folder.rmdir()  # a run refused before it wrote anything leaves no folder behind
+
+
 # ------------------------------------------------------------------------------------------------ --overwrite
 
 
@@ -209,7 +253,7 @@ def overwritable(output_dir: Path, inputs: dict[str, Path]) -> list[Path]:
             )
     if not folder.is_dir():
         return []
-    entries = sorted(folder.iterdir())
+    entries = sorted(p for p in folder.iterdir() if p.name != LOCK)  # this run's own lock stays
     for entry in entries:
         own = entry.name == CHECKPOINTS if entry.is_dir() else any(fnmatch(entry.name, p) for p in MODEL_FOLDER_FILES)
         if not own or entry.is_symlink():

@@ -2,10 +2,10 @@
 
     labelattn train                                   # TREC, embedding backbone -> models/trec-embedding
     labelattn train --data reviews.csv --backbone minilm --output-dir models/reviews
-    accelerate launch -m labelattn.training.run --data reviews.jsonl --backbone minilm --output-dir models/reviews
+    accelerate launch -m labelattn train --data reviews.jsonl --backbone minilm --output-dir models/reviews
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
-so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
+so, accumulates gradients and runs mixed precision; nothing here names a device. `train` reads top to bottom as the
 steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the final
 scores and calibration, the saved model. The rest of `labelattn.training` has one module each: the options
 (`arguments`), their defaults and checks and the rules of resuming (`settings`), the model and its loaders
@@ -16,8 +16,9 @@ fault-injection tests stop it (`events`).
 """
 
 import argparse
+import contextlib
 import json
-import sys
+import os
 from typing import TYPE_CHECKING
 
 from labelattn.training import checkpoints
@@ -252,11 +253,20 @@ def push(run: Training) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.command_line = command_line(args)
+    args = resolve_defaults(args)
+    if args.output_dir.exists() and not args.output_dir.is_dir():
+        check_output_dir(args)  # refuses a file, before the lock would try to make a folder there
+    # One run writes a folder at a time; under `accelerate launch`, the first process holds it for all.
+    with checkpoints.locked(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext():
+        return train(args)
+
+
+def train(args: argparse.Namespace) -> int:
+    """The run, once it holds its output folder: every check, then training, saving and pushing."""
     from labelattn.training import card
     from labelattn.training.coding_report import format_report
 
-    args.command_line = command_line(args)
-    args = resolve_defaults(args)
     check_output_dir(args)
     if args.push_to_hub:
         card.check_can_push(args.push_to_hub)
@@ -278,9 +288,3 @@ def run(args: argparse.Namespace) -> int:
     push(training)
     training.accelerator.end_training()
     return 0
-
-
-if __name__ == "__main__":  # accelerate launch -m labelattn.training.run ... / torchrun -m labelattn.training.run ...
-    from labelattn.cli import main
-
-    sys.exit(main(["train", *sys.argv[1:]]))

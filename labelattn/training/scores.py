@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
-    from labelattn.data.reading import Hierarchy
+    from labelattn.data.records import Hierarchy
 
 METRICS_DIR = Path(__file__).parents[1] / "metrics"
 # Ranking metrics (precision@k, recall@k): reported for multi-label data, and for single-label data from this many

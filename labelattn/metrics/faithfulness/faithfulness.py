@@ -1,13 +1,13 @@
 """Faithfulness of word scores as an `evaluate` metric shipped with labelattn, loaded offline by path:
-`evaluate.load("labelattn/metrics/faithfulness")`. The measuring is `explainers.faithfulness`; this module only
-gives it evaluate's interface (inputs collected with `add_batch`, one `compute`)."""
+`evaluate.load("labelattn/metrics/faithfulness")`. The measuring is `explainers.evaluation.faithfulness`; this module
+only gives it evaluate's interface (inputs collected with `add_batch`, one `compute`)."""
 
 import datasets
 import evaluate
 
 from explainers import token_limit
+from explainers.evaluation.faithfulness import DEFAULT_PERCENTAGES, evaluate_faithfulness
 from explainers.explanation import Explanation
-from explainers.faithfulness import DEFAULT_PERCENTAGES, evaluate_faithfulness
 from explainers.words import tokenize
 
 _DESCRIPTION = """ERASER's comprehensiveness (p(y|x) − p(y|x without its top-k% words), higher is better) and

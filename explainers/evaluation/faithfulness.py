@@ -26,10 +26,10 @@ Rules that keep every number defined (never NaN):
 - A deletion that would leave no token at all (a tokenizer without special tokens) leaves one baseline token.
 
 Plausibility: do the top words agree with the words a person marked as the reason, a human rationale of one 0/1
-per word (`explainers.rationales`: the forms it may take, how a soft mask is made hard, its checks)? Measured as
-ERASER (DeYoung et al. 2020; `rationale_benchmark/metrics.py` of jayded/eraserbenchmark) and ferret (Attanasio et
-al. 2023; `ferret/evaluators/plausibility_measures.py` of g8a9/ferret) measure it, per text, then averaged over the
-texts (ERASER's instance macro average):
+per word (`explainers.evaluation.rationales`: the forms it may take, how a soft mask is made hard, its checks)?
+Measured as ERASER (DeYoung et al. 2020; `rationale_benchmark/metrics.py` of jayded/eraserbenchmark) and ferret
+(Attanasio et al. 2023; `ferret/evaluators/plausibility_measures.py` of g8a9/ferret) measure it, per text, then
+averaged over the texts (ERASER's instance macro average):
 - **token F1** of the top-k words P against the rationale R: `2·|P∩R| / (|P| + |R|)`, the F1 of the precision
   |P∩R|/|P| and the recall |P∩R|/|R| (0 when no top word is a rationale word, as ERASER's `_f1`).
 - **token IOU**: `|P∩R| / |P∪R|` (ferret's token IOU; ERASER's "IOU F1" goes on to count a predicted *span* as
@@ -38,8 +38,8 @@ texts (ERASER's instance macro average):
   `average_precision`; ferret integrates `precision_recall_curve` by trapezoids instead, after clipping negative
   scores to 0).
 - **k** is `rationale_top_k`, by default ERASER's: the mean number of rationale words of the texts that have any,
-  rounded half up (`explainers.rationales.default_top_k`; ferret's benchmark sets its `top_k_rationale` so, "as in
-  DeYoung et al. 2020"); a text of fewer words takes all of them. The top words follow the rule above: highest
+  rounded half up (`explainers.evaluation.rationales.default_top_k`; ferret's benchmark sets its `top_k_rationale` so,
+  "as in DeYoung et al. 2020"); a text of fewer words takes all of them. The top words follow the rule above: highest
   signed scores, ties to the earlier word (ferret's `only_pos` keeps positive scores only; here a word scored
   against the class is among the top k only when fewer than k words speak for it).
 - Never NaN: a text with no rationale word has nothing to find (ERASER's and ferret's recall would divide by
@@ -63,13 +63,13 @@ import torch
 from scipy import stats
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import predict_logits, probabilities
-from .checks import check_count
-from .errors import ExplainerError
-from .explanation import Explanation
-from .models import baseline_token_id, check_finite_logits, token_limit, unwrap
+from ..base import predict_logits, probabilities
+from ..checks import check_count
+from ..errors import ExplainerError
+from ..explanation import Explanation
+from ..models import baseline_token_id, check_finite_logits, token_limit, unwrap
+from ..words import TokenizedText, tokenize
 from .rationales import RATIONALE_THRESHOLD, default_top_k, rationale_mask
-from .words import TokenizedText, tokenize
 
 DEFAULT_PERCENTAGES: tuple[int, ...] = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
 REMOVALS = ("replace", "delete")
@@ -485,7 +485,7 @@ def evaluate_faithfulness(
         max_length: the `max_length` the explanations were made with, if any.
         rationales: one human rationale per explanation (for several methods, the same list serves each: they must
             explain the same texts in the same order), each a 0/1 or soft mask per word or the rationale's words
-            (`explainers.rationales`); adds token F1, token IOU and AUPRC.
+            (`explainers.evaluation.rationales`); adds token F1, token IOU and AUPRC.
         rationale_top_k: the k of the top-k words compared with the rationales; default: the mean rationale size.
 
     Returns:

@@ -1,7 +1,8 @@
 """Human rationales: which words of a text a person marked as the reason for its label, as one 0/1 per word.
 
-The plausibility measures (`explainers.faithfulness`: token F1, token IOU, AUPRC, as in ERASER and ferret) compare
-an explanation's word scores with such a mask. A rationale is given, for each explained text, in one of two forms:
+The plausibility measures (`explainers.evaluation.faithfulness`: token F1, token IOU, AUPRC, as in ERASER and ferret)
+compare an explanation's word scores with such a mask. A rationale is given, for each explained text, in one of two
+forms:
 
 - **a mask**: one number in [0, 1] per word of the text, in the order of the explanation's words (the words of both
   segments of a pair, first then second). 0/1 (or False/True) is a hard rationale; a soft one (e.g. the share of
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from numbers import Real
 from typing import Any
 
-from .errors import ExplainerError
+from ..errors import ExplainerError
 
 RATIONALE_THRESHOLD = 0.5
 

@@ -1,0 +1,262 @@
+"""Classify texts with a folder written by `labelattn export --format onnx`, without torch.
+
+labelattn predict-onnx out/trec-onnx questions.jsonl --output predictions.jsonl
+python -m labelattn.onnx_predict out/trec-onnx tickets.csv --text-column body --id-column ticket_id --output p.csv
+
+It imports only onnxruntime, tokenizers, numpy and the standard library, so that a serving image needs no PyTorch:
+`pip install onnxruntime tokenizers numpy` and `pip install --no-deps labelattn` (or copy this one file). In Python:
+
+    classifier = OnnxClassifier("out/trec-onnx")
+    classifier.probabilities(["how many people live in tokyo ?"])   # (texts, classes), numpy
+    classifier.predict(["how many people live in tokyo ?"])         # [{"predicted_label": ..., "prob_<label>": ...}]
+
+DATA is a .jsonl (one JSON object a line), .csv (a header row) or .txt (one text a line) file; the output (.jsonl or
+.csv) has every input column, then `predicted_label` (`predicted_labels`, a list, for a multi-label model),
+`probability`, one `prob_<label>` per class and `truncated`, the columns `labelattn predict` writes. Rows are read,
+classified in length-sorted batches and written a chunk at a time; the file appears complete or not at all.
+"""
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+CHUNK_ROWS = 4096  # rows read, classified and written at a time
+
+
+class OnnxPredictError(ValueError):
+    """An export folder, a data file or an option that the ONNX predictor cannot use."""
+
+
+class OnnxClassifier:
+    """An exported classifier: the ONNX graph in ONNX Runtime, the tokenizer, the labels.
+
+    Args:
+        folder: a folder written by `labelattn export --format onnx` (model.onnx, tokenizer.json, config.json).
+        threads: ONNX Runtime's intra-op threads (default: ONNX Runtime's choice, the physical cores).
+    """
+
+    def __init__(self, folder: str | os.PathLike, threads: int | None = None):
+        folder = Path(folder)
+        config_path = folder / "config.json"
+        if not config_path.is_file() or "onnx" not in (config := json.loads(config_path.read_text())):
+            raise OnnxPredictError(
+                f"{folder} is not a folder written by `labelattn export --format onnx` (no config.json with an "
+                "`onnx` entry): export the model first."
+            )
+        entry = config["onnx"]
+        self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+        self.multi_label = config.get("problem_type") == "multi_label_classification"
+        self.inputs = list(entry["inputs"])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(int(entry["max_length"]))
+        self.pad_token_id = int(entry["pad_token_id"])
+        try:  # here, not at the top: `labelattn --help` lists this command without the onnx extra
+            import onnxruntime
+        except ImportError as error:
+            raise OnnxPredictError("ONNX Runtime is not installed: pip install 'labelattn[onnx]'.") from error
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        self.session = onnxruntime.InferenceSession(
+            str(folder / entry["file"]), options, providers=["CPUExecutionProvider"]
+        )
+
+    def logits(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[bool]]:
+        """The logits `(texts, classes)` (float32, already divided by the model's temperature, if any) and whether
+        each text was cut to the longest input the model reads; batches of similar lengths, so that little padding
+        is computed."""
+        if batch_size < 1:
+            raise OnnxPredictError(f"batch_size must be at least 1, got {batch_size}.")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise OnnxPredictError(f"Text {i} is a {type(text).__name__}, not a string: {text!r:.80}.")
+        encodings = self.tokenizer.encode_batch(texts)
+        logits = np.empty((len(texts), len(self.labels)), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            logits[rows] = self.session.run(["logits"], self._batch([encodings[i] for i in rows]))[0]
+        return logits, [bool(encodings[i].overflowing) for i in range(len(texts))]
+
+    def _batch(self, encodings: list) -> dict[str, np.ndarray]:
+        length = max(len(e.ids) for e in encodings)
+        arrays = {name: np.zeros((len(encodings), length), dtype=np.int64) for name in self.inputs}
+        arrays["input_ids"].fill(self.pad_token_id)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            arrays["input_ids"][row, :n] = encoding.ids
+            arrays["attention_mask"][row, :n] = 1
+            if "token_type_ids" in arrays:
+                arrays["token_type_ids"][row, :n] = encoding.type_ids
+        return arrays
+
+    def probabilities(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """`(texts, classes)`: the softmax of the logits (sigmoid for a multi-label model)."""
+        return self._probabilities(self.logits(texts, batch_size)[0])
+
+    def _probabilities(self, logits: np.ndarray) -> np.ndarray:
+        if self.multi_label:
+            return 1.0 / (1.0 + np.exp(-logits))
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return shifted / shifted.sum(axis=1, keepdims=True)
+
+    def predict(self, texts: list[str], batch_size: int = 32, threshold: float = 0.5) -> list[dict[str, Any]]:
+        """One row per text: the predicted label (labels at or above `threshold`, for a multi-label model), its
+        probability, every class's probability and whether the text was cut."""
+        logits, truncated = self.logits(texts, batch_size)
+        rows = []
+        for probs, cut in zip(self._probabilities(logits).tolist(), truncated, strict=True):
+            best = max(range(len(probs)), key=probs.__getitem__)
+            if self.multi_label:
+                chosen = {
+                    "predicted_labels": [label for label, p in zip(self.labels, probs, strict=True) if p >= threshold]
+                }
+            else:
+                chosen = {"predicted_label": self.labels[best]}
+            by_class = {f"prob_{label}": p for label, p in zip(self.labels, probs, strict=True)}
+            rows.append({**chosen, "probability": probs[best], **by_class, "truncated": cut})
+        return rows
+
+
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a .jsonl, .csv or .txt file, one dict each (a .txt line is `{"text": line}`)."""
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".csv", ".txt"):
+        raise OnnxPredictError(f"{path}: the ONNX predictor reads .jsonl, .csv or .txt files.")
+    with path.open(encoding="utf-8", newline="") as handle:
+        if suffix == ".csv":
+            yield from csv.DictReader(handle)
+            return
+        for number, line in enumerate(handle, start=1):
+            if suffix == ".txt":
+                yield {"text": line.rstrip("\r\n")}
+                continue
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise OnnxPredictError(f"{path}, line {number}: not JSON ({error.msg}).") from error
+            if not isinstance(row, dict):
+                raise OnnxPredictError(f"{path}, line {number}: a JSON object is needed, got {type(row).__name__}.")
+            yield row
+
+
+def chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def predict_file(
+    classifier: OnnxClassifier,
+    data: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    text_column: str = "text",
+    batch_size: int = 32,
+    threshold: float = 0.5,
+) -> int:
+    """Classify every row of `data` into `output` (.jsonl or .csv, written under a temporary name and renamed when
+    complete); returns the number of rows."""
+    data, output = Path(data), Path(output)
+    if output.suffix.lower() not in (".jsonl", ".csv"):
+        raise OnnxPredictError(f"--output {output}: end the file name with .jsonl or .csv to pick the format.")
+    if output.exists() and data.exists() and output.resolve() == data.resolve():
+        raise OnnxPredictError(f"--output {output} is the input file: choose another output.")
+    temporary = output.with_name(f"{output.name}.tmp-{os.getpid()}")
+    count = 0
+    try:
+        with temporary.open("w", encoding="utf-8", newline="") as handle:
+            writer = None
+            for chunk in chunks(read_rows(data), CHUNK_ROWS):
+                missing = [count + i for i, row in enumerate(chunk) if text_column not in row]
+                if missing:
+                    raise OnnxPredictError(
+                        f"{data}: row {missing[0]} has no column {text_column!r} (it has {sorted(chunk[0])}): "
+                        "name the column of the texts with --text-column."
+                    )
+                texts = [row[text_column] for row in chunk]
+                try:
+                    predictions = classifier.predict(texts, batch_size, threshold)
+                except OnnxPredictError as error:
+                    raise OnnxPredictError(f"{data}, rows {count}-{count + len(chunk) - 1}: {error}") from None
+                for row, prediction in zip(chunk, predictions, strict=True):
+                    row = {"row": count, **row, **prediction}
+                    count += 1
+                    if output.suffix.lower() == ".jsonl":
+                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        continue
+                    if writer is None:
+                        writer = csv.DictWriter(handle, fieldnames=list(row))
+                        writer.writeheader()
+                    writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
+        temporary.replace(output)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return count
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("folder", type=Path, help="a folder written by `labelattn export --format onnx`")
+    parser.add_argument("data", type=Path, help="a .jsonl, .csv or .txt file of texts")
+    parser.add_argument("--output", type=Path, required=True, help="the output file, .jsonl or .csv")
+    parser.add_argument("--text-column", default="text", help="column of the texts (default: text)")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per ONNX Runtime call (default 32)")
+    parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime's threads (default: the cores)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        help="multi-label models: the probability from which a label is predicted",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 < args.threshold < 1:
+        raise OnnxPredictError(f"--threshold {args.threshold}: give a probability strictly between 0 and 1.")
+    if not args.data.is_file():
+        raise OnnxPredictError(f"{args.data}: no such file.")
+    classifier = OnnxClassifier(args.folder, threads=args.threads)
+    count = predict_file(
+        classifier,
+        args.data,
+        args.output,
+        text_column=args.text_column,
+        batch_size=args.batch_size,
+        threshold=args.threshold,
+    )
+    print(f"labelattn predict-onnx: {count} rows; wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m labelattn.onnx_predict`, for an image without the rest of labelattn's dependencies."""
+    parser = argparse.ArgumentParser(prog="python -m labelattn.onnx_predict", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, OSError) as error:
+        print(f"labelattn predict-onnx: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
