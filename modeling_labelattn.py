@@ -41,8 +41,8 @@ class LabelAttnModelOutput(ModelOutput):
         pooler_output (`torch.FloatTensor`, *optional*):
             One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
             token vectors, `(batch, hidden_size)`, for mean pooling. A text of only padding gets vectors of 0 with
-            both poolings, so its logits are the classifier's bias alone (equal for every class with label attention).
-            None when a `readout` was passed: then the class vectors are never formed.
+            both poolings, so its logits are the scorer's biases alone.
+            None when a `readout` was passed: then the class vectors are not returned (nor formed, for a linear one).
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
             `output_hidden_states=True` and the backbone is an encoder.
@@ -54,26 +54,26 @@ class LabelAttnModelOutput(ModelOutput):
             tensor that weighted the values in this forward pass. Each row sums to 1 over the real tokens and is
             exactly 0 on padding (a text of only padding gets a row of zeros).
         class_scores (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
-            `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
+            `readout(class vector)` for every class, when a `readout` scorer was passed (label attention only).
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
-            When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
-            score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from what
-            the average class reads, `r_h = Σ_t mean_c A[c, h, t] s_t,h` (see `LabelAttention._contributions` for
-            why), where `u_h` is head
-            h's slice of `W_Oᵀ w` (the readout folded into the output map) and `v_t` the vector the values read at
-            position t: on the embedding backbone the
-            token's own embedding (the token context steers only the weights), on the encoder backbone the final
-            layer's output at t, which has already mixed in the text (the terms are per final-layer position).
-            Exactly 0 on padding, and everywhere for a text of only padding. `class_scores` is
-            computed from them in the same call: `class_scores = label_contributions.sum(-1) +
-            label_contribution_bias`.
+            When `output_label_contributions=True` (with a linear `readout`): each position's exact term in each
+            class's score, `Σ_h A[c, h, t] (s_c,t,h − r_c,h)` with the token value `s_c,t,h = (u_c,h W_V,h)·v_t`
+            measured from what class c's scorer finds where the average class looks, `r_c,h = Σ_t mean_c' A[c', h, t]
+            s_c,t,h` (see `LabelAttention._blocked` for why), where `u_c,h` is head h's slice of `W_Oᵀ w_c` (class
+            c's scorer folded into the output map; the same `w` for every class with a shared scorer) and `v_t` the
+            vector the values read at position t: on the embedding backbone the token's own embedding (the token
+            context steers only the weights), on the encoder backbone the final layer's output at t, which has
+            already mixed in the text (the terms are per final-layer position). Exactly 0 on padding, and
+            everywhere for a text of only padding. `class_scores` is computed from them in the same call:
+            `class_scores = label_contributions.sum(-1) + label_contribution_bias`.
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
-            label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w + Σ_h r_h` (the value bias and the
-            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the mean of the
-            classes' scores (the average class's), the same for every class up to float rounding, so it cancels in
-            every difference of classes and in the softmax; a text of only padding has `b_w` (the readout's bias)
-            alone.
+            label_contributions.sum(-1)`. It is `β_c + w_c·b_O + Σ_h u_c,h·b_V,h + Σ_h r_c,h` (the value bias and
+            the reference pass the weighting unchanged, since the weights sum to 1 over the real tokens), `β_c` the
+            scorer's bias. With a shared scorer it is the average class's score, the same for every class up to float
+            rounding, so it cancels in every difference of classes and in the softmax; with a per-class scorer it is
+            what each class's scorer finds where the average class looks, plus its bias. A text of only padding has
+            `β_c` alone.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
