@@ -65,10 +65,10 @@ SIZES = {
         corpus_hidden=128,
         corpus_batch=256,
     ),
-    # 192 training rows in batches of 16: 12 steps an epoch, 36 in all; checkpoints at 10, 20, 30, 36.
+    # 192 training rows in batches of 16: 12 steps an epoch, 60 in all; checkpoints at 10, ..., 50, 60.
     "tiny": Size(
         train_rows=240,
-        epochs=3,
+        epochs=5,
         batch_size=16,
         checkpoint_every=10,
         model_options=("--hidden-size", "32", "--embeddings", "random", "--learning-rate", "2e-2"),

@@ -180,7 +180,11 @@ def fit_planted(model, encode, steps: int = 150, name: str = "planted"):
 def train_planted(backbone: str, pooling: str = "label_attention", steps: int = 150):
     """A model trained until the planted word alone decides the class (checked on held-out texts)."""
     tok = AutoTokenizer.from_pretrained(minilm_path())
-    model = make_model(backbone, pooling, num_labels=2, seed=1)
+    # The shared scorer: a class can then tell the planted word only by where it looks, which the weight-reading
+    # explainers (weights, rollout, flow) assume. With a scorer per class, the values can decide too (see
+    # docs/model.md, "The scorer"), and the weights need not single the word out.
+    scorer = {"scorer": "shared"} if pooling == "label_attention" else {}
+    model = make_model(backbone, pooling, num_labels=2, seed=1, **scorer)
     model.config.id2label, model.config.label2id = {0: "other", 1: "planted"}, {"other": 0, "planted": 1}
     encode = functools.partial(tok, padding=True, return_tensors="pt")
     return fit_planted(model, encode, steps, name=f"planted {backbone}/{pooling}")
