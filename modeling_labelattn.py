@@ -119,6 +119,34 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
     label_contribution_bias: torch.FloatTensor | None = None
 
 
+class LabelDescriptions(nn.Module):
+    """Label embeddings computed from the classes' descriptions: `e_c = M v̂_c + r_c` (`config.label_description_size`).
+
+    `v_c (num_labels, label_description_size)` is a buffer, saved with the weights: one vector per class for its
+    description (`labelattn train --label-descriptions` stores the mean of the backbone's token vectors over it), read
+    at unit length `v̂_c`. `M` is one linear map shared by every class and trained with them, so that a class no
+    training row shows (`has_rows[c]` False) still gets an embedding, and through it a query, that training taught
+    to read: its residual `r_c` counts as 0. In training, each class's residual is left out with probability
+    `config.label_residual_dropout` (a row at a time, not rescaled), so that the map cannot leave its work to the
+    residuals.
+    """
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__()
+        self.vectors = nn.Buffer(torch.zeros(config.num_labels, config.label_description_size))
+        self.has_rows = nn.Buffer(torch.ones(config.num_labels, dtype=torch.bool))
+        self.map = nn.Linear(config.label_description_size, config.hidden_size)
+        self.residual_dropout = config.label_residual_dropout
+
+    def forward(self, residuals: torch.Tensor) -> torch.Tensor:
+        """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
+        vectors = self.vectors / self.vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # v̂: (labels, size)
+        kept = self.has_rows.to(residuals.dtype)  # (labels,)
+        if self.training and self.residual_dropout > 0:
+            kept = kept * torch.bernoulli(torch.full_like(kept, 1 - self.residual_dropout))
+        return self.map(vectors.to(self.map.weight.dtype)) + residuals * kept[:, None]
+
+
 class LabelAttention(nn.Module):
     """Multi-head cross-attention from one learned query per class to the tokens.
 
@@ -150,13 +178,23 @@ class LabelAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads  # of the values
         self.key_size = config.attention_key_size or self.head_size  # of the queries and keys
+        # Each class's free embedding, or with descriptions its residual beside the shared map (`label_queries`).
         self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, config.hidden_size))
+        self.descriptions = LabelDescriptions(config) if config.label_description_size else None
         self.query = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
         self.key = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.output = nn.Linear(config.hidden_size, config.hidden_size)
         # Its output is the weight tensor that multiplies the values: a forward hook here sees and can change it.
         self.attention_dropout = nn.Dropout(config.attention_dropout)
+
+    def label_queries(self) -> torch.Tensor:
+        """Every class's query `(labels, heads × d_k)`: `W_Q e_c + b_Q`, with `e_c` the class's free embedding, or,
+        where the config has descriptions, the embedding its description gives (`LabelDescriptions`)."""
+        embeddings = self.label_embeddings
+        if self.descriptions is not None:
+            embeddings = self.descriptions(embeddings)
+        return self.query(embeddings)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """`(..., n, heads × size)` -> `(..., heads, n, size)` (queries and keys, or values)."""
@@ -190,7 +228,7 @@ class LabelAttention(nn.Module):
             class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; the
             weights, or None when they were not formed; the contributions `(batch, num_labels, seq_len)`, or None.
         """
-        queries = self.query(self.label_embeddings)  # (labels, hidden)
+        queries = self.label_queries()  # (labels, heads × d_k)
         is_token = attention_mask.bool()
         # A text of only padding would make every score -inf and the softmax NaN; let such a row see all
         # positions (finite values and gradients), then zero its weights and its class vectors (W_O's bias
@@ -498,7 +536,10 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if isinstance(module, LabelAttention):
-            init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+            if module.descriptions is None:
+                init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+            else:  # the shared map starts the queries; the residuals start at 0 and learn what it misses
+                init.zeros_(module.label_embeddings)
         elif isinstance(module, TokenContext):
             # LeCun scale: the context branch starts at the size of the token vectors it adds to, whatever the width.
             fan_in = module.in_channels * module.kernel_size[0]
@@ -792,4 +833,5 @@ __all__ = [
     "LabelAttnModelOutput",
     "LabelAttnPreTrainedModel",
     "LabelAttnSequenceClassifierOutput",
+    "LabelDescriptions",
 ]
