@@ -73,7 +73,7 @@ def build_models(folder: Path) -> dict[str, Path]:
 
 
 def build_data(folder: Path, rows: int) -> Path:
-    from labelattn.builtin_data import BUILTIN
+    from labelattn.data.builtin import BUILTIN
 
     texts = BUILTIN["trec"][0]().texts
     path = folder / f"trec-{rows}.parquet"

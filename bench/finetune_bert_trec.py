@@ -1,6 +1,6 @@
 """A plain BERT-architecture TREC classifier for the benchmarks: the MiniLM encoder (all-MiniLM-L6-v2) under
 transformers' own `BertForSequenceClassification` head, fine-tuned with `transformers.Trainer` on the TREC train
-split of `labelattn.data.load_data("trec")`, saved (safetensors, with its tokenizer) to `models/trec-bert`.
+split of `labelattn.data.reading.load_data("trec")`, saved (safetensors, with its tokenizer) to `models/trec-bert`.
 
 No labelattn code is in the model: it stands for "any Hub text classifier" in bench/ig_speed.py and the docs.
 5 to 15 minutes on 2 CPU cores, depending on other load (2 epochs, max_length 64, one thread).
@@ -25,7 +25,7 @@ from transformers import (
 )
 
 from labelattn import minilm_path
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 MAX_LENGTH = 64
 

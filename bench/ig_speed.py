@@ -59,10 +59,10 @@ from transformers_interpret import SequenceClassificationExplainer
 
 from explainers import explain, get_explainer, load_classifier
 from explainers.checks import check_max_length
-from explainers.forward import ExplainedOutput
+from explainers.methods.forward import ExplainedOutput
 from explainers.outputs import PHRASES, default_output
 from explainers.words import tokenize
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/ig_speed.py"

@@ -21,7 +21,7 @@ import torch
 from sklearn.metrics import f1_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTS = {"random start": [], "from descriptions": ["--label-descriptions"]}

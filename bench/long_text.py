@@ -18,7 +18,7 @@ from pathlib import Path
 from _docs_block import write_into_docs
 
 from explainers import explain, load_classifier
-from labelattn.builtin_data import BUILTIN
+from labelattn.data.builtin import BUILTIN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/long_text.py --docs"

@@ -7,7 +7,7 @@
     python bench/many_classes.py --data trec-fine --train "--backbone minilm --max-length 64"   # train it here, timed
     python bench/many_classes.py --data icd10-cm --docs                  # write the table into docs/many-classes.md
 
-Every system is trained on the training split of `labelattn.data.load_data(NAME)` and scored on its test split:
+Every system is trained on the training split of `labelattn.data.reading.load_data(NAME)` and scored on its test split:
 - `fasttext`: supervised fastText (`fasttext-numpy2==0.10.4`) with the settings its users start from: 25 epochs,
   learning rate 0.5, word bigrams, softmax, one thread, seed 0, on lower-cased texts with punctuation split off;
 - `fasttext-char`: the same with character n-grams of 3 to 6 (`minn=3, maxn=6`);
@@ -47,7 +47,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.svm import LinearSVC
 
-from labelattn.data import LabelledData, load_data
+from labelattn.data.reading import load_data
+from labelattn.data.records import LabelledData
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "many-classes.md"
@@ -131,7 +132,17 @@ def labelattn_run(data: LabelledData, folder: Path, train_seconds: float | None 
 def train_labelattn(name: str, options: str, number: int) -> tuple[Path, float]:
     """`labelattn train --data NAME OPTIONS` into models/bench/many-classes/, and its wall-clock seconds."""
     folder = ROOT / "models" / "bench" / "many-classes" / f"{name}-{number}"
-    command = [sys.executable, "-m", "labelattn.train", "--data", name, *options.split(), "--output-dir", str(folder)]
+    command = [
+        sys.executable,
+        "-m",
+        "labelattn",
+        "train",
+        "--data",
+        name,
+        *options.split(),
+        "--output-dir",
+        str(folder),
+    ]
     start = time.perf_counter()
     done = subprocess.run([*command, "--overwrite"], cwd=ROOT, capture_output=True, text=True)
     if done.returncode:

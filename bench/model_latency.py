@@ -36,8 +36,10 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from configuration_labelattn import LabelAttnConfig
-from labelattn import minilm_path, train_arguments, train_model, train_settings
-from labelattn.data import load_data
+from labelattn import minilm_path
+from labelattn.data.reading import load_data
+from labelattn.training import arguments, settings
+from labelattn.training.build import build_model, load_tokenizer, optimizer_groups
 from modeling_labelattn import LabelAttnForSequenceClassification
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +182,7 @@ def training_batches(num_labels: int) -> tuple[list[str], list[dict]]:
     if num_labels != len(names):
         names = [f"class_{i}" for i in range(num_labels)]
         labels = random.Random(0).choices(range(num_labels), k=len(texts))
-    tokenizer = train_model.load_tokenizer("embedding")
+    tokenizer = load_tokenizer("embedding")
     batches = []
     for start in range(0, TRAIN_BATCH * 40, TRAIN_BATCH):
         batch = tokenizer(
@@ -201,13 +203,13 @@ def training_step(
     """`steps` training steps of a fresh default embedding model built exactly as `labelattn train` builds it
     (with another `classifier_dropout` when given)."""
     parser = argparse.ArgumentParser()
-    train_arguments.add_arguments(parser)
-    args = train_settings.resolve_defaults(parser.parse_args(["--pooling", pooling]))
+    arguments.add_arguments(parser)
+    args = settings.resolve_defaults(parser.parse_args(["--pooling", pooling]))
     torch.manual_seed(0)
-    model = train_model.build_model(args, label_names, False, 30522).train()
+    model = build_model(args, label_names, False, 30522).train()
     if classifier_dropout is not None:
         model.config.classifier_dropout = model.dropout.p = classifier_dropout
-    optimizer = torch.optim.AdamW(train_model.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
     cycle = itertools.cycle(batches)
 
     def run() -> None:

@@ -34,10 +34,10 @@ from _docs_block import write_into_docs
 from captum.attr import ShapleyValueSampling
 
 from explainers import explain, get_explainer, load_classifier
-from explainers.forward import ExplainedOutput
-from explainers.shap import WordCoalitions
+from explainers.methods.forward import ExplainedOutput
+from explainers.methods.shap import WordCoalitions
 from explainers.words import TokenizedText, tokenize
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python bench/shap_error.py"

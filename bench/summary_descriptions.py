@@ -16,7 +16,7 @@ import csv
 import re
 from collections import defaultdict
 
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 
 def content_words(text: str) -> set[str]:

@@ -6,7 +6,7 @@
     python bench/train_quality.py --data --throughput        # the throughput alone
     python bench/train_quality.py --data --throughput --throughput-data icd10-cm     # ... at 1,918 classes
 
-For each data set (its fixed split, `labelattn.data.load_data`): TF-IDF (1-grams and 1-2-grams, sublinear tf) +
+For each data set (its fixed split, `labelattn.data.reading.load_data`): TF-IDF (1-grams and 1-2-grams, sublinear tf) +
 LinearSVC fitted on the training split; then the embedding backbone trained by `labelattn train` itself (a
 subprocess, with the defaults but for `--data`, `--pooling`, `--seed` and the variant's options, see VARIANTS) into
 models/bench/, with label attention and mean pooling. Scores: accuracy and macro-F1 of the saved model on the test
@@ -30,9 +30,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn import train_arguments, train_model, train_settings
-from labelattn.data import load_data
-from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, load_static_embeddings
+from labelattn.data.reading import load_data
+from labelattn.training import arguments, build, settings
+from labelattn.training.static_embeddings import DEFAULT_EMBEDDINGS, load_static_embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 POOLINGS = ("label_attention", "mean")
@@ -91,7 +91,7 @@ def train_and_score(data_name: str, data, variant: str, pooling: str, seed: int)
     seconds."""
     folder = ROOT / "models" / "bench" / f"{data_name}-{variant}-{pooling}-{seed}"
     options = ["--data", data_name, "--pooling", pooling, "--seed", str(seed), *VARIANTS[variant]]
-    command = [sys.executable, "-m", "labelattn.train", *options, "--output-dir", str(folder), "--overwrite"]
+    command = [sys.executable, "-m", "labelattn.training.run", *options, "--output-dir", str(folder), "--overwrite"]
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return test_scores(folder, data), time.perf_counter() - start
@@ -104,11 +104,11 @@ def mean_scores(runs: list[dict[str, float]]) -> dict[str, float]:
 def make_stepper(data, options: list[str], batches: list[dict]):
     """A function running one training step of a fresh model built exactly as `labelattn train <options>` builds it."""
     parser = argparse.ArgumentParser()
-    train_arguments.add_arguments(parser)
-    args = train_settings.resolve_defaults(parser.parse_args(options))
+    arguments.add_arguments(parser)
+    args = settings.resolve_defaults(parser.parse_args(options))
     torch.manual_seed(0)
-    model = train_model.build_model(args, data.label_names, False, 30522).train()
-    optimizer = torch.optim.AdamW(train_model.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    model = build.build_model(args, data.label_names, False, 30522).train()
+    optimizer = torch.optim.AdamW(build.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
     position = [0]
 
     def step() -> int:
@@ -126,7 +126,7 @@ def make_stepper(data, options: list[str], batches: list[dict]):
 def throughput(data, steps: int = 40, rounds: int = 5) -> dict[str, list[float]]:
     """Training samples per second of the default model and its variants in THROUGHPUT_SYSTEMS, interleaved A, B,
     C, A, B, C in one process so that all see the same load on a shared machine."""
-    tokenizer = train_model.load_tokenizer("embedding")
+    tokenizer = build.load_tokenizer("embedding")
     texts, labels = list(data.splits["train"]["text"]), list(data.splits["train"]["label"])
     batches = []
     for start in range(0, 32 * 40, 32):

@@ -22,7 +22,7 @@ from label_descriptions import predictions  # the same scoring of a saved folder
 
 import modeling_labelattn
 from labelattn import cli
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 ROOT = Path(__file__).resolve().parents[1]
 shipped_loss = modeling_labelattn.LabelAttnForSequenceClassification.loss

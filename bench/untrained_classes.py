@@ -27,7 +27,7 @@ import numpy as np
 from label_descriptions import top_classes  # the same scoring of a saved folder
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from labelattn.data import load_data
+from labelattn.data.reading import load_data
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "models" / "bench" / "untrained"

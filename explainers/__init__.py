@@ -12,12 +12,13 @@ import importlib
 import pkgutil
 
 from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
-from .base import METHODS, Explainer, TokenScores
+from .base import Explainer, TokenScores
 from .compare import compare, target_for
 from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
+from .registry import METHODS
 from .views import save_html, to_html
 from .zero_shot import ZeroShotClassifier, explain_zero_shot
 

@@ -9,13 +9,14 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import METHODS, get_explainer, predict_logits, probabilities
+from .base import get_explainer, predict_logits, probabilities
 from .checks import check_count, check_max_length
-from .errors import ExplainerError, MethodError
+from .errors import ExplainerError
 from .explanation import Explanation
 from .loading import label_names
 from .models import baseline_token_id, check_finite_logits, is_pipeline, unwrap
 from .options import cost_option
+from .registry import METHODS, method_class
 from .targets import Target
 from .windows import check_long_text, mean_by_text, tokenize_windows
 from .words import TextInput, check_texts, tokenize
@@ -113,9 +114,7 @@ def supported_methods(
 def cost_hints(method: str) -> dict[str, Any]:
     """What sets the cost of `method`: `{"option": the option that scales it (None when only the text's length
     does), "default": that option's default, "caps": {option: cap} for interactive use}`."""
-    if method not in METHODS:
-        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    declared = METHODS[method].all_options()
+    declared = method_class(method).all_options()
     option = cost_option(declared)
     return {
         "option": option.name if option is not None else None,

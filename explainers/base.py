@@ -29,21 +29,10 @@ from .models import (
 )
 from .options import Option, check_options
 from .outputs import resolve_output
+from .registry import method_class, method_names
 from .targets import Target, resolve_targets
 from .windows import check_long_text, mean_by_text, merge_windows, tokenize_windows
 from .words import TextInput, TokenBatch, TokenizedText, check_texts, collate, token_to_word_scores, tokenize
-
-METHODS: dict[str, type["Explainer"]] = {}
-
-
-def register(cls: type["Explainer"]) -> type["Explainer"]:
-    """Class decorator: make a method available to `explain(method=cls.name)`, the command line and the Space.
-    `METHODS` stays in the order people see the methods in (`Explainer.order`, then name)."""
-    METHODS[cls.name] = cls
-    ordered = sorted(METHODS.values(), key=lambda method: (method.order, method.name))
-    METHODS.clear()
-    METHODS.update((method.name, method) for method in ordered)
-    return cls
 
 
 @dataclass
@@ -89,23 +78,10 @@ def evaluating(model: torch.nn.Module) -> Iterator[None]:
             module.train(training)
 
 
-def method_names(**requirements: bool) -> str:
-    """The registered methods (the random baseline left out) whose class attributes have the given values, as text
-    for an error hint: `method_names(needs_embeddings=False)` -> "attention_flow, ..., shap"."""
-    names = [
-        name
-        for name, cls in sorted(METHODS.items())
-        if not cls.is_baseline and all(getattr(cls, key) == value for key, value in requirements.items())
-    ]
-    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
-
-
 def get_explainer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, method: str) -> "Explainer":
     """The explainer of `method` for this model (raises `MethodError` if unknown or unfit for the model).
     `model` may be a `pipeline("text-classification")` with `tokenizer=None`."""
-    if method not in METHODS:
-        raise MethodError(f"Unknown method {method!r}: choose one of {sorted(METHODS)}.")
-    return METHODS[method](model, tokenizer)
+    return method_class(method)(model, tokenizer)
 
 
 class Explainer:

@@ -7,9 +7,9 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .api import explain
-from .base import METHODS
 from .errors import MethodError
 from .explanation import Explanation
+from .registry import METHODS
 from .targets import Target
 from .words import TextInput
 

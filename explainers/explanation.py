@@ -1,5 +1,6 @@
-"""`Explanation`: the one result type of every method, its checks (a dict sent back, a model it is said to come
-from) and its views (JSON here; Gradio, HTML and heatmaps in `explainers.views`)."""
+"""`Explanation`: the one result type of every method, the check of a dict sent back (`from_dict`), and its views
+(JSON here; Gradio, HTML and heatmaps in `explainers.views`, which it calls). Whether an explanation can be a given
+model's is `explainers.checks.check_explanation`."""
 
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -12,7 +13,6 @@ from .errors import ExplainerInputError
 if TYPE_CHECKING:  # matplotlib and transformers are imported only when a plot or a check is asked for
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -97,42 +97,6 @@ class Explanation:
             raise ExplainerInputError(f"Explanation probability={data['probability']!r} is not in [0, 1].")
         values = {**data, "spans": [tuple(span) for span in data["spans"]]}
         return cls(**values)
-
-    def check_against(
-        self,
-        model: "PreTrainedModel",
-        tokenizer: "PreTrainedTokenizerBase | None" = None,
-        max_length: int | None = None,
-    ) -> None:
-        """Raise `ExplainerInputError` unless this explanation can be one of `model`'s (say, a dict sent back by a
-        client, read by `from_dict`): its target and contrast are classes of the model under the model's own label
-        names, its method can explain the model, and its words are those the tokenizer gives for its text (cut to
-        `max_length` tokens as `explain` cut it). `model` may be a pipeline (then `tokenizer=None`)."""
-        from .base import METHODS
-        from .checks import check_max_length
-        from .models import unwrap
-        from .words import tokenize
-
-        model, tokenizer = unwrap(model, tokenizer)
-        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        classes = {"target": (self.target, self.target_label)}
-        if self.contrast is not None or self.contrast_label is not None:
-            classes["contrast"] = (self.contrast, self.contrast_label)
-        for role, (index, label) in classes.items():
-            if not (isinstance(index, int) and 0 <= index < len(labels) and label == labels[index]):
-                raise ExplainerInputError(
-                    f"The explanation's {role} and {role}_label are not a class of this model (its labels are "
-                    f"{labels[:10]}{' …' if len(labels) > 10 else ''}): check it against the model that made it."
-                )
-        if self.method not in METHODS or METHODS[self.method].unsupported(model) is not None:
-            raise ExplainerInputError(f"The explanation's method {self.method!r:.40} cannot explain this model.")
-        given = self.text if self.text_pair is None else (self.text, self.text_pair)
-        limit = check_max_length(max_length, model, tokenizer, pairs=self.text_pair is not None)
-        if tokenize(tokenizer, [given], limit)[0].words != list(self.words):
-            raise ExplainerInputError(
-                "The explanation's words are not the words this tokenizer gives for its text: check it against the "
-                "model, tokenizer and max_length that made it."
-            )
 
     def top_words(self, k: int = 5) -> list[tuple[str, float]]:
         """The `k` words with the highest scores, highest first."""

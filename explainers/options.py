@@ -105,7 +105,7 @@ def write_options_tables(path: str) -> None:
     import re
     from pathlib import Path
 
-    from explainers import METHODS
+    from .registry import METHODS
 
     page = Path(path)
     text = page.read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .errors import ExplainerError
+from .registry import METHODS
 
 if TYPE_CHECKING:
     from .explanation import Explanation
@@ -102,7 +103,6 @@ def describe(exp: "Explanation") -> str:
     """One sentence saying what the scores of `exp` are, e.g. "The scores are each word's Shapley value for the
     log-probability of HUM: the words raise it from -1.79 (every word removed) to -0.21, and the scores add up to
     +1.58."."""
-    from .base import METHODS  # the registry imports this module
 
     method = METHODS.get(exp.method)
     if exp.output is None:

@@ -6,6 +6,7 @@ from numbers import Integral
 import torch
 
 from .errors import TargetError
+from .registry import method_names
 
 Target = int | str | tuple[int | str, int | str] | None
 
@@ -49,8 +50,6 @@ def resolve_targets(
     for i, item in enumerate(per_text):
         if isinstance(item, tuple):
             if not allow_contrast:
-                from .base import method_names  # the registry imports this module
-
                 raise TargetError(
                     f"The method {method!r} cannot explain a pair target {item!r} (a logit difference): "
                     f"use {method_names(allows_contrast=True)}."

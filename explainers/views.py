@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from .errors import ExplainerInputError
+from .registry import METHODS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -78,7 +79,6 @@ def question(exp: "Explanation") -> str:
 
 def method_title(method: str) -> str:
     """A method's display name: its class's `title` where it declares one, else its name."""
-    from .base import METHODS  # here: base imports the Explanation, which imports these views
 
     return getattr(METHODS.get(method), "title", None) or method
 
@@ -99,13 +99,17 @@ def diagnostics(exp: "Explanation") -> list[str]:
     return lines
 
 
+def is_explanation(value: object) -> bool:
+    """`value` is one explanation (not a list or mapping of them): read by its fields, so that the views need not
+    import the record, which calls them."""
+    return all(hasattr(value, name) for name in ("words", "spans", "scores", "method"))
+
+
 def flatten(explanations: Explanations) -> list["Explanation"]:
     """One list of explanations from one, a list (of explanations, or of lists as `top_k` and `targets="all"`
     give), or a mapping method → list per text, which is read text by text (each text's methods together)."""
-    from .explanation import Explanation
-
     flat: list[Explanation] = []
-    if isinstance(explanations, Explanation):
+    if is_explanation(explanations):
         flat = [explanations]
     elif isinstance(explanations, Mapping):
         runs = [flatten(run) for run in explanations.values()]
@@ -115,7 +119,7 @@ def flatten(explanations: Explanations) -> list["Explanation"]:
             )
         flat = [exp for row in zip(*runs, strict=True) for exp in row]
     elif isinstance(explanations, Sequence) and not isinstance(explanations, str):
-        flat = [exp for item in explanations for exp in ([item] if isinstance(item, Explanation) else flatten(item))]
+        flat = [exp for item in explanations for exp in ([item] if is_explanation(item) else flatten(item))]
     if not flat:
         raise ExplainerInputError(
             f"Nothing to show in {type(explanations).__name__} {explanations!r:.60}: pass an Explanation, a list of "

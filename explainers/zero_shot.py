@@ -43,10 +43,11 @@ from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerB
 from transformers.pipelines import ZeroShotClassificationPipeline
 from transformers.utils import ModelOutput
 
-from .base import METHODS, at_least_float32, evaluating, get_explainer
+from .base import at_least_float32, evaluating, get_explainer
 from .errors import ExplainerInputError, MethodError
 from .explanation import Explanation
 from .models import baseline_token_id, is_pipeline, pads_left, pooling_ready, token_limit, unwrap
+from .registry import METHODS
 from .targets import Target
 from .words import check_texts, text_problem, tokenize
 

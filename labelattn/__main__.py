@@ -3,6 +3,6 @@ starts in each process."""
 
 import sys
 
-from .cli import main
+from labelattn.cli import main
 
 sys.exit(main())

@@ -10,7 +10,10 @@ import os
 import sys
 
 COMMANDS = {
-    "train": ("labelattn.train", "Train a label-attention classifier on a CSV/JSONL file or a built-in data set."),
+    "train": (
+        "labelattn.training.run",
+        "Train a label-attention classifier on a CSV/JSONL file or a built-in data set.",
+    ),
     "predict": (
         "labelattn.predict",
         "Predict every row of a corpus (CSV, JSONL, Parquet, datasets folder) to a file; resumable, multi-process.",
@@ -21,7 +24,7 @@ COMMANDS = {
         "of a corpus (--data) to a file.",
     ),
     "summarize": (
-        "labelattn.summarize",
+        "labelattn.corpus.summarize",
         "Across a corpus of explanations, the words that push texts towards each class (tables and a plot).",
     ),
     "evaluate-explanations": (

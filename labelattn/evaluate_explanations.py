@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     from explainers import get_explainer, load_classifier
     from explainers.faithfulness import check_settings
-    from labelattn.processes import process_state
+    from labelattn.corpus.processes import process_state
 
     accelerator = process_state()
     percentages = list(check_settings(_percentages(args.percentages), args.removal, args.batch_size))
@@ -188,7 +188,7 @@ def _texts(args: argparse.Namespace) -> list[str] | list[tuple[str, str]]:
 def _column(args: argparse.Namespace, column: str) -> list[str]:
     """The texts of `column` in the split, checked as the training data's are. A split held out of a file is
     chosen by the rows' ids and labels alone, so the text and the text-pair columns give the same rows, in order."""
-    from labelattn.data import load_data, load_texts
+    from labelattn.data.reading import load_data, load_texts
 
     if args.split == "all":
         return load_texts(args.data, text_column=column)
@@ -223,11 +223,13 @@ def _rationales(args: argparse.Namespace, model, tokenizer, texts: list) -> list
 def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """`(where, value)` of the rationale column for the rows that `_texts` reads, in its order: every row for
     `all` (the splits of a datasets folder in their order), else the split's rows, by their ids in the part of DATA
-    that `labelattn.data.load_data` took them from (the split itself, or the training rows it was held out of)."""
+    that `labelattn.data.reading.load_data` took them from (the split itself, or the training rows it was held out
+    of)."""
     import datasets
 
-    from labelattn.builtin_data import BUILTIN
-    from labelattn.data import SPLITS, _require_column, load_data, load_table
+    from labelattn.data.builtin import BUILTIN
+    from labelattn.data.reading import _require_column, load_data, load_table
+    from labelattn.data.records import SPLITS
 
     if args.data in BUILTIN and not Path(args.data).exists():
         raise ValueError(

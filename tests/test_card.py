@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from labelattn.card import CardError, stage_for_hub
+from labelattn.training.card import CardError, stage_for_hub
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def trained(tmp_path_factory) -> Path:
         for i in range(60)
     ]
     (folder / "reviews.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
-    command = [sys.executable, "-m", "labelattn.train", "--data", folder / "reviews.csv", "--hidden-size", "32"]
+    command = [sys.executable, "-m", "labelattn", "train", "--data", folder / "reviews.csv", "--hidden-size", "32"]
     command += ["--epochs", "2", "--batch-size", "8", "--learning-rate", "2e-2", "--output-dir", folder / "model"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(list(map(str, command)), cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)

@@ -1,5 +1,5 @@
-"""Corpus runs (`labelattn.corpus`, `labelattn predict`, `labelattn explain --data`, `labelattn summarize`): rows in
-order with their columns, error rows, truncation, the three formats, resuming after SIGKILL, refusing another
+"""Corpus runs (`labelattn.corpus.jobs`, `labelattn predict`, `labelattn explain --data`, `labelattn summarize`):
+rows in order with their columns, error rows, truncation, the three formats, resuming after SIGKILL, refusing another
 run's folder, never deleting the input, and two processes giving the rows of one."""
 
 import json
@@ -18,9 +18,9 @@ from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
 from explainers import explain, predict
 from labelattn.cli import main
-from labelattn.corpus import CorpusError, explain_dataset, predict_dataset, save
-from labelattn.shards import ShardFolder
-from labelattn.summarize import corpus_statistics, write_summary
+from labelattn.corpus.jobs import CorpusError, explain_dataset, predict_dataset, save
+from labelattn.corpus.shards import ShardFolder
+from labelattn.corpus.summarize import corpus_statistics, write_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -703,7 +703,7 @@ def test_a_summary_of_many_classes_stays_readable_and_names_each_class_by_its_wo
 
 
 def test_many_classes_are_explained_in_chunks_that_give_the_rows_of_one_call(model, tokenizer, monkeypatch):
-    import labelattn.corpus
+    import labelattn.corpus.jobs
 
     whole = explain_dataset(model, tokenizer, corpus(9), method="label_attention", top_k=2, progress=False)
     calls = []
@@ -713,8 +713,8 @@ def test_many_classes_are_explained_in_chunks_that_give_the_rows_of_one_call(mod
         return explain(*args, **kwargs)
 
     # 3 classes, 2 per text: 6 (text, class) pairs allowed per call, so calls of batch_size (2) texts.
-    monkeypatch.setattr(labelattn.corpus, "CLASS_ROWS_PER_CALL", 6)
-    monkeypatch.setattr(labelattn.corpus, "explain", counted)
+    monkeypatch.setattr(labelattn.corpus.jobs, "CLASS_ROWS_PER_CALL", 6)
+    monkeypatch.setattr(labelattn.corpus.jobs, "explain", counted)
     chunked = explain_dataset(
         model, tokenizer, corpus(9), method="label_attention", top_k=2, batch_size=2, progress=False
     )

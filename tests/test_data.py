@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 
-from labelattn.data import SPLIT_SEED, SPLITS, DataError, load_data, load_table, load_texts
-from labelattn.train_arguments import add_arguments
-from labelattn.train_metrics import METRICS_DIR
+from labelattn.data.reading import load_data, load_table, load_texts
+from labelattn.data.records import SPLIT_SEED, SPLITS, DataError
+from labelattn.training.arguments import add_arguments
+from labelattn.training.scores import METRICS_DIR
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from captum.attr import LayerIntegratedGradients
 from conftest import PLANTED_WORD, make_model, planted_texts, tiny_encoder_config
 
 from explainers import METHODS, explain
-from explainers.attention_graph import residual_attention
-from explainers.attention_rollout import rollout
 from explainers.base import length_sorted_batches
-from explainers.forward import ExplainedOutput
+from explainers.methods.attention_graph import residual_attention
+from explainers.methods.attention_rollout import rollout
+from explainers.methods.forward import ExplainedOutput
 from explainers.words import tokenize
 
 SHORT = "why?"

@@ -2,7 +2,7 @@
 and resumed. Whatever happens, `--resume` either ends with the uninterrupted run's weights and batches, or refuses
 with a clear message: never exit 0 with other weights.
 
-The run pauses at a named event (LABELATTN_PAUSE_AT, see `labelattn.run_events`) and this process kills it there,
+The run pauses at a named event (LABELATTN_PAUSE_AT, see `labelattn.training.events`) and this process kills it there,
 so each kill lands at the same point every time; the run's event log (LABELATTN_RUN_LOG) records every batch's rows.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_train import batches, kill_run_at, max_weight_difference, planted_rows, run_cli, run_events, train, write_csv
 
-from labelattn import checkpoints
+from labelattn.training import checkpoints
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ from captum.attr import LayerIntegratedGradients
 from conftest import make_model
 
 from explainers import ExplainerError, explain
-from explainers import integrated_gradients as ig_module
-from explainers.forward import ExplainedOutput
-from explainers.integrated_gradients import IntegratedGradientsExplainer
-from explainers.quadrature import AdaptiveSimpson
+from explainers.methods import integrated_gradients as ig_module
+from explainers.methods.forward import ExplainedOutput
+from explainers.methods.integrated_gradients import IntegratedGradientsExplainer
+from explainers.methods.quadrature import AdaptiveSimpson
 from explainers.words import tokenize
 
 SHORT = "why?"

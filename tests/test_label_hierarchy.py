@@ -4,7 +4,8 @@ every way such data can be wrong."""
 import pytest
 from test_data import write, write_jsonl
 
-from labelattn.data import DataError, Hierarchy, load_data
+from labelattn.data.reading import load_data
+from labelattn.data.records import DataError, Hierarchy
 
 LEVELS = ["chapter", "block", "category"]
 TREE = {  # category: (chapter, block)

@@ -1,10 +1,10 @@
-"""Label-attention queries started from class descriptions (`labelattn.label_queries`)."""
+"""Label-attention queries started from class descriptions (`labelattn.training.label_queries`)."""
 
 import pytest
 import torch
 from conftest import make_model
 
-from labelattn.label_queries import description_vectors, fit_untrained_queries, start_queries_from_descriptions
+from labelattn.training.label_queries import description_vectors, fit_untrained_queries, start_queries_from_descriptions
 
 
 @pytest.mark.parametrize("key_size", [None, 3])  # keys as wide as the hidden size, or narrower (W_Q is 12 × 32)

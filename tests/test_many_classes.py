@@ -135,7 +135,8 @@ def train_planted(tmp_path: Path, kind: str) -> Trained:
     files = {split: write_jsonl(tmp_path / f"{split}.jsonl", rows) for split, rows in splits.items()}
     folder = tmp_path / "model"
     result = run_module(
-        "labelattn.train",
+        "labelattn",
+        "train",
         *("--data", files["train"], "--validation-data", files["validation"], "--test-data", files["test"]),
         *TRAINING[kind],
         *("--output-dir", folder),

@@ -6,7 +6,7 @@ import torch
 from conftest import make_model, save_model
 
 from explainers import METHODS, Explainer, TokenScores, explain, supported_methods
-from explainers.base import register
+from explainers.registry import register
 from explainers.options import Option
 from labelattn.cli import main
 

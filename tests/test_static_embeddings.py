@@ -12,8 +12,8 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, BertTokenizerFast
 
 from configuration_labelattn import LabelAttnConfig
-from labelattn import static_embeddings
-from labelattn.static_embeddings import StaticEmbeddingsError, initialise_embeddings, load_static_embeddings
+from labelattn.training import static_embeddings
+from labelattn.training.static_embeddings import StaticEmbeddingsError, initialise_embeddings, load_static_embeddings
 from modeling_labelattn import LabelAttnForSequenceClassification
 
 WORDS = [

@@ -18,7 +18,8 @@ from conftest import FILLER
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from labelattn import card, checkpoints, cli, train_arguments, train_model, train_settings
+from labelattn import cli
+from labelattn.training import arguments, build, card, checkpoints, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
@@ -50,7 +51,7 @@ def tiny_csv(tmp_path_factory) -> Path:
 
 def train(*args: str, env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run the training module in a fresh process, as users do (one thread: the cores are shared)."""
-    command = [*(launcher or [sys.executable]), "-m", "labelattn.train", *map(str, args)]
+    command = [*(launcher or [sys.executable]), "-m", "labelattn", "train", *map(str, args)]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", **(env or {})}
     return subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=240)
 
@@ -76,7 +77,7 @@ def batches(log: Path, rank: int = 0) -> list[tuple]:
 def kill_run_at(event: str, log: Path, *args) -> None:
     """Start a training run that pauses at `event` (LABELATTN_PAUSE_AT), and SIGKILL it there, from outside."""
     env = {"OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": "", "LABELATTN_RUN_LOG": str(log), "LABELATTN_PAUSE_AT": event}
-    command = [sys.executable, "-m", "labelattn.train", *map(str, args)]
+    command = [sys.executable, "-m", "labelattn", "train", *map(str, args)]
     stderr = Path(f"{log}.stderr")
     with stderr.open("w") as errors:  # a file, not a pipe: a full pipe would block the run before the event
         process = subprocess.Popen(
@@ -233,7 +234,7 @@ def test_a_described_class_without_training_rows_is_trained_from_its_description
 def train_parser() -> argparse.ArgumentParser:
     """The parser of `labelattn train`, for tests that build its settings without running it."""
     parser = argparse.ArgumentParser()
-    train_arguments.add_arguments(parser)
+    arguments.add_arguments(parser)
     return parser
 
 
@@ -270,14 +271,14 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
     monkeypatch.chdir(tiny_csv.parent)
     parser = train_parser()
     out = tmp_path / "run"
-    first = train_settings.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
+    first = settings.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
     fake_checkpoint(out, 10)
-    (out / train_settings.SETTINGS_FILE).write_text(json.dumps(train_settings.settings_of(first)))
+    (out / settings.SETTINGS_FILE).write_text(json.dumps(settings.settings_of(first)))
     again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
-    train_settings.check_output_dir(train_settings.resolve_defaults(parser.parse_args(again)))  # no error
-    other = train_settings.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
-    with pytest.raises(train_settings.TrainingError, match="other settings"):
-        train_settings.check_output_dir(other)
+    settings.check_output_dir(settings.resolve_defaults(parser.parse_args(again)))  # no error
+    other = settings.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
+    with pytest.raises(settings.TrainingError, match="other settings"):
+        settings.check_output_dir(other)
 
 
 def fake_checkpoint(out: Path, step: int) -> Path:
@@ -414,7 +415,7 @@ def test_bad_data_error_reaches_the_user_with_file_and_row(tmp_path):
 @pytest.mark.slow
 def test_default_trec_model_trains_and_records_its_split(tmp_path):
     """The default command, for real: TREC, embedding backbone, label attention."""
-    from labelattn.data import load_data
+    from labelattn.data.reading import load_data
 
     out = tmp_path / "trec"
     result = train("--output-dir", out)
@@ -463,7 +464,7 @@ def test_hundreds_of_classes_are_learnt_and_ranked(tmp_path):
 def test_the_recorded_command_gives_the_same_settings(options):
     parser = train_parser()
     args = parser.parse_args(["--output-dir", "m", *options])
-    again = parser.parse_args(shlex.split(train_arguments.command_line(args))[2:])
+    again = parser.parse_args(shlex.split(arguments.command_line(args))[2:])
     assert vars(again) == vars(args)
 
 
@@ -473,10 +474,10 @@ def test_the_recorded_command_gives_the_same_settings(options):
 )
 def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     options = ["--output-dir", "m", "--hidden-size", "32", *options]
-    args = train_settings.resolve_defaults(train_parser().parse_args(options))
-    model = train_model.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
+    args = settings.resolve_defaults(train_parser().parse_args(options))
+    model = build.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
     table = model.get_input_embeddings().weight
-    optimized = [p for group in train_model.optimizer_groups(model, args) for p in group["params"]]
+    optimized = [p for group in build.optimizer_groups(model, args) for p in group["params"]]
     assert table.requires_grad is not frozen
     assert any(p is table for p in optimized) is not frozen
     assert len(optimized) == sum(p.requires_grad for p in model.parameters())

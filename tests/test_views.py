@@ -1,5 +1,5 @@
 """The views of explanations (`explainers.views`), the check of an explanation against a model
-(`Explanation.check_against`) and several methods on one text (`explainers.compare`). The HTML table in a real
+(`explainers.checks.check_explanation`) and several methods on one text (`explainers.compare`). The HTML table in a real
 browser: test_views_browser.py."""
 
 import html
@@ -10,6 +10,7 @@ import pytest
 from conftest import PLANTED_WORD, make_model
 
 from explainers import ExplainerInputError, Explanation, MethodError, compare, explain, save_html, target_for, to_html
+from explainers.checks import check_explanation
 from explainers.outputs import describe
 from explainers.views import diagnostics, flatten, method_title, plot, scaled, segments
 
@@ -147,20 +148,22 @@ def test_nothing_to_show_is_said(explained):
 @pytest.mark.filterwarnings("ignore:Text 0 is longer than 4 tokens")
 def test_an_explanation_is_checked_against_the_model_it_claims(model, tokenizer, explained):
     exp = explained["integrated_gradients"][0]
-    exp.check_against(model, tokenizer)
-    Explanation.from_dict(exp.to_dict()).check_against(model, tokenizer)
+    check_explanation(exp, model, tokenizer)
+    check_explanation(Explanation.from_dict(exp.to_dict()), model, tokenizer)
     tampered = Explanation.from_dict({**exp.to_dict(), "target_label": "other"})
     with pytest.raises(ExplainerInputError, match="target and target_label are not a class"):
-        tampered.check_against(model, tokenizer)
+        check_explanation(tampered, model, tokenizer)
     with pytest.raises(ExplainerInputError, match="contrast and contrast_label"):
-        Explanation.from_dict({**exp.to_dict(), "contrast": 1, "contrast_label": None}).check_against(model, tokenizer)
+        check_explanation(
+            Explanation.from_dict({**exp.to_dict(), "contrast": 1, "contrast_label": None}), model, tokenizer
+        )
     other_words = {**exp.to_dict(), "text": exp.text + " again", "words": exp.words, "spans": exp.spans}
     with pytest.raises(ExplainerInputError, match="not the words this tokenizer gives"):
-        Explanation.from_dict(other_words).check_against(model, tokenizer)
+        check_explanation(Explanation.from_dict(other_words), model, tokenizer)
     # Cut at another length than explain cut it: the words differ, and the check says so.
     with pytest.raises(ExplainerInputError, match="max_length"):
-        exp.check_against(model, tokenizer, max_length=4)
+        check_explanation(exp, model, tokenizer, max_length=4)
     without_attention = make_model("embedding", pooling="mean", num_labels=2)
     without_attention.config.id2label = model.config.id2label
     with pytest.raises(ExplainerInputError, match="method 'label_attention' cannot explain"):
-        explained["label_attention"][0].check_against(without_attention, tokenizer)
+        check_explanation(explained["label_attention"][0], without_attention, tokenizer)

@@ -42,6 +42,7 @@ from explainers import (
     supported_methods,
     token_limit,
 )
+from explainers.checks import check_explanation
 from explainers.faithfulness import TextFaithfulness, evaluate_faithfulness
 from explainers.options import Option, cost_option
 from explainers.views import diagnostics, method_title, plot, question
@@ -241,8 +242,8 @@ class Backend:
 
     def check_explanation(self, explanation: Any) -> Explanation:
         """A client's explanation dict as an `Explanation`: its texts bounded like any other, every field checked
-        (`Explanation.from_dict`), and checked to be one of this model's (`Explanation.check_against`: its classes
-        under their labels, its method, its words)."""
+        (`Explanation.from_dict`), and checked to be one of this model's (`explainers.checks.check_explanation`:
+        its classes under their labels, its method, its words)."""
         if not isinstance(explanation, dict) or not explanation:
             raise ValueError("No explanation yet: run Explain first, and pass the dict it returns unchanged.")
         checked_text(explanation.get("text"))
@@ -250,7 +251,7 @@ class Backend:
             checked_text(explanation["text_pair"], "second text")
         exp = Explanation.from_dict(explanation)
         with self.lock:
-            exp.check_against(self.model, self.tokenizer, max_length=self.max_tokens)
+            check_explanation(exp, self.model, self.tokenizer, max_length=self.max_tokens)
         return exp
 
     def cost_options(self, method: str, sliders: dict[str, float | None]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 A shard is written under a temporary name (named by process id) and renamed when complete, so that a shard file
 that exists is whole; the settings decide whether a run may reuse a folder's shards. Nothing here computes: see
-`labelattn.corpus`.
+`labelattn.corpus.jobs`.
 """
 
 import json

@@ -2,9 +2,10 @@
 
 import torch
 
+from ..base import Explainer, TokenScores
+from ..registry import register
+from ..words import TokenBatch
 from .attention_graph import attention_graph
-from .base import Explainer, TokenScores, register
-from .words import TokenBatch
 
 
 def rollout(layers: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """What the two corpus commands share (`labelattn predict` and `labelattn explain --data`): their options, reading
-DATA, checking the output before any work, and running a job to the output file (see `labelattn.corpus`)."""
+DATA, checking the output before any work, and running a job to the output file (see `labelattn.corpus.jobs`)."""
 
 import argparse
 import sys
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help stays fast
     import datasets
 
-    from .corpus import CorpusReport, Job
+    from labelattn.corpus.jobs import CorpusReport, Job
 
 FORMATS = (".parquet", ".jsonl", ".csv")
 DATA_HELP = (
@@ -72,7 +72,9 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     `label`, or its published split), a file, or a `datasets` folder."""
     import datasets
 
-    from .data import BUILTIN, DataError, load_data, load_table
+    from labelattn.data.builtin import BUILTIN
+    from labelattn.data.reading import load_data, load_table
+    from labelattn.data.records import DataError
 
     if data in BUILTIN and not Path(data).exists():
         if split is None:
@@ -111,7 +113,7 @@ def check_output(output: Path, data: str, overwrite: bool) -> None:
     """Before any work: the output must not be the input, its folder must be one this process can write in, and
     an existing output file that no run of ours made (no shard folder beside it) is replaced only with
     --overwrite."""
-    from .shards import check_writable
+    from labelattn.corpus.shards import check_writable
 
     source = Path(data)
     if source.exists() and output.resolve() == source.resolve():
@@ -125,8 +127,8 @@ def check_output(output: Path, data: str, overwrite: bool) -> None:
 
 def model_and_tokenizer(args: argparse.Namespace):
     """The classifier and its tokenizer, on this process's device under `accelerate launch`."""
-    from .arguments import classifier_from_arguments
-    from .processes import process_state
+    from labelattn.arguments import classifier_from_arguments
+    from labelattn.corpus.processes import process_state
 
     return classifier_from_arguments(args, device=process_state().device)
 
@@ -135,7 +137,7 @@ def open_corpus_run(args: argparse.Namespace, kind: str, name: str):
     """What `labelattn predict` and `explain --data` check and load, in this order, before any work: the output
     path (`output_path(args, kind, name)`), the corpus and its columns, then the model. Returns
     `(output, dataset, model, tokenizer)`."""
-    from .corpus import check_columns
+    from labelattn.corpus.jobs import check_columns
 
     output = output_path(args, kind, name)
     check_output(output, args.data, args.overwrite)
@@ -147,8 +149,8 @@ def open_corpus_run(args: argparse.Namespace, kind: str, name: str):
 def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: argparse.Namespace) -> "CorpusReport":
     """Run `job` over `dataset` in shards beside `output`, as the command's corpus arguments say; then the main
     process writes `output` from the shards and the report line."""
-    from .corpus import CorpusOptions, run_job, save
-    from .processes import process_state
+    from labelattn.corpus.jobs import CorpusOptions, run_job, save
+    from labelattn.corpus.processes import process_state
 
     options = CorpusOptions(
         output_dir=shard_folder(output),

@@ -2,8 +2,8 @@
 
 Each is a `Builtin`: `read()` gives every row (a `RawSplit`, in a fixed order: the published split depends on it),
 `source` what the model card says about it, `classes()` its class hierarchy and class descriptions (or None).
-`labelattn.data.load_data(NAME)` splits it; the split's sizes and ids hashes are published in docs/training.md and
-docs/many-classes.md and held by tests/test_data.py.
+`labelattn.data.reading.load_data(NAME)` splits it; the split's sizes and ids hashes are published in
+docs/training.md and docs/many-classes.md and held by tests/test_data.py.
 """
 
 import importlib.metadata
@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from labelattn.data import DataError, DataSource, Hierarchy, RawSplit
+from labelattn.data.records import DataError, DataSource, Hierarchy, RawSplit
 
 
 class Builtin(NamedTuple):
@@ -102,7 +102,7 @@ def _trec_rows(fine: bool) -> RawSplit:
 
 @cache
 def _trec_descriptions() -> dict[str, dict[str, str]]:
-    return json.loads((Path(__file__).parent / "classes" / "trec.json").read_text(encoding="utf-8"))
+    return json.loads((Path(__file__).parents[1] / "classes" / "trec.json").read_text(encoding="utf-8"))
 
 
 def _trec_classes() -> tuple[None, dict[str, str]]:

@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
-from .base import Explainer, TokenScores, register, text_seed
-from .errors import ExplainerError
+from ..base import Explainer, TokenScores, text_seed
+from ..errors import ExplainerError
+from ..options import Option
+from ..outputs import OUTPUTS
+from ..registry import register
+from ..words import TokenBatch, word_to_token_scores
 from .forward import ExplainedOutput
-from .options import Option
-from .outputs import OUTPUTS
-from .words import TokenBatch, word_to_token_scores
 
 
 @dataclass

@@ -7,14 +7,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labelattn.run_events import RunEvents
-from labelattn.train_metrics import load_metrics
-from labelattn.train_model import build_model, optimizer_groups, tokenized_loaders
+from labelattn.training.build import build_model, optimizer_groups, tokenized_loaders
+from labelattn.training.events import RunEvents
+from labelattn.training.scores import load_metrics
 
 
 def load_training_data(args: argparse.Namespace):
-    """The splits the data options name (`labelattn.data.load_data`, whose options are named alike)."""
-    from labelattn.data import load_data
+    """The splits the data options name (`labelattn.data.reading.load_data`, whose options are named alike)."""
+    from labelattn.data.reading import load_data
 
     return load_data(
         args.data,
@@ -54,7 +54,7 @@ class Training:
 
     args: argparse.Namespace
     accelerator: Any
-    data: Any  # labelattn.data.LabelledData
+    data: Any  # labelattn.data.reading.LabelledData
     tokenizer: Any
     model: Any
     optimizer: Any
@@ -62,7 +62,7 @@ class Training:
     loaders: dict  # split name -> prepared DataLoader
     metrics: dict
     steps_per_epoch: int
-    events: RunEvents  # called at the run's named points (labelattn.run_events)
+    events: RunEvents  # called at the run's named points (labelattn.training.events)
     progress: Progress = field(default_factory=Progress)
 
     @property
@@ -88,7 +88,7 @@ def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
     from accelerate.utils import set_seed
     from transformers import get_linear_schedule_with_warmup
 
-    from labelattn.label_queries import start_queries_from_descriptions
+    from labelattn.training.label_queries import start_queries_from_descriptions
 
     set_seed(args.seed)
     model = build_model(args, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)

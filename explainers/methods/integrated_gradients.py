@@ -7,7 +7,7 @@ models without one) or by a zero embedding, special tokens and padding kept: onl
 x and x′, so every unit of `F(x) − F(x′)` lands on a word.
 
 Two ways to integrate (`integration`):
-- "adaptive" (default): `explainers.quadrature.AdaptiveSimpson`, one rule per text, whose nodes go where the
+- "adaptive" (default): `explainers.methods.quadrature.AdaptiveSimpson`, one rule per text, whose nodes go where the
   rule's error is. Its nodes are evaluated here, by hand: Captum's `LayerIntegratedGradients` integrates one list
   of α shared by every input of a call and returns only the weighted sum, while this rule needs for each text its
   own α, each node's token scores (weighted anew when a panel is bisected) and F at each node (the exact error
@@ -25,13 +25,14 @@ import torch
 from captum.attr import LayerIntegratedGradients
 from torch import nn
 
-from .base import Explainer, TokenScores, at_least_float32, register
-from .errors import ExplainerError
+from ..base import Explainer, TokenScores, at_least_float32
+from ..errors import ExplainerError
+from ..options import Option
+from ..outputs import OUTPUTS
+from ..registry import register
+from ..words import TokenBatch
 from .forward import ExplainedOutput, embedding_output
-from .options import Option
-from .outputs import OUTPUTS
 from .quadrature import AdaptiveSimpson
-from .words import TokenBatch
 
 # Captum's quadrature rules (the `method` of `LayerIntegratedGradients.attribute`).
 QUADRATURES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")

@@ -2,26 +2,25 @@
 
     labelattn train                                   # TREC, embedding backbone -> models/trec-embedding
     labelattn train --data reviews.csv --backbone minilm --output-dir models/reviews
-    accelerate launch -m labelattn.train --data reviews.jsonl --backbone minilm --output-dir models/reviews
+    accelerate launch -m labelattn train --data reviews.jsonl --backbone minilm --output-dir models/reviews
 
 One code path for every set-up: `Accelerator` places the model, wraps it for DDP/FSDP/DeepSpeed when launched
 so, accumulates gradients and runs mixed precision; nothing here names a device. `run` reads top to bottom as the
 steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the saved
-model. The rest has one module each: the options (`train_arguments`), their defaults and checks and the rules of
-resuming (`train_settings`), the model and its loaders (`train_model`), the prepared run (`train_setup`), the
-scores (`train_metrics`), the named backbones (`backbones`), the rules of the output folder (`checkpoints`), and
-the named points of a run, where the fault-injection tests stop it (`run_events`).
+model. The rest of `labelattn.training` has one module each: the options (`arguments`), their defaults and checks
+and the rules of resuming (`settings`), the model and its loaders (`build`), the prepared run (`setup`), the
+scores (`scores`), the named backbones (`backbones`), the rules of the output folder (`checkpoints`), and the
+named points of a run, where the fault-injection tests stop it (`events`).
 """
 
 import argparse
 import json
-import sys
 
-from labelattn import checkpoints
-from labelattn.train_arguments import add_arguments, command_line
-from labelattn.train_metrics import evaluate_split, format_scores
-from labelattn.train_model import load_tokenizer
-from labelattn.train_settings import (
+from labelattn.training import checkpoints
+from labelattn.training.arguments import add_arguments, command_line
+from labelattn.training.build import load_tokenizer
+from labelattn.training.scores import evaluate_split, format_scores
+from labelattn.training.settings import (
     SETTINGS_FILE,
     TrainingError,
     check_launch,
@@ -32,7 +31,7 @@ from labelattn.train_settings import (
     run_inputs,
     settings_of,
 )
-from labelattn.train_setup import Training, load_training_data, make_accelerator, set_up
+from labelattn.training.setup import Training, load_training_data, make_accelerator, set_up
 
 # `labelattn.cli` reads the options of this command from here.
 __all__ = ["add_arguments", "run"]
@@ -161,8 +160,8 @@ def train_epochs(run: Training) -> dict[str, float]:
 
 def fit_untrained_classes(run: Training) -> None:
     """The queries of the classes without training rows, made again from their descriptions with the weights
-    learnt so far (`labelattn.label_queries`); the same on every process, as the weights are."""
-    from labelattn.label_queries import fit_untrained_queries
+    learnt so far (`labelattn.training.label_queries`); the same on every process, as the weights are."""
+    from labelattn.training.label_queries import fit_untrained_queries
 
     untrained = run.data.split_record.get("untrained_classes")
     if untrained:
@@ -180,7 +179,7 @@ def evaluate(run: Training, split: str) -> dict[str, float]:
 
 def save_model(run: Training, scores: dict[str, dict]) -> None:
     """The model folder: weights (finite, or refused), code, tokenizer and card; then the run is marked finished."""
-    from labelattn import card
+    from labelattn.training import card
 
     accelerator = run.accelerator
     if not all_finite(accelerator, run.model.parameters()):
@@ -202,7 +201,7 @@ def save_model(run: Training, scores: dict[str, dict]) -> None:
 
 def push(run: Training) -> None:
     """Upload the saved folder; if that fails, the local model stays and the message says how to push it later."""
-    from labelattn import card
+    from labelattn.training import card
 
     if not run.args.push_to_hub or not run.accelerator.is_main_process:
         return
@@ -211,14 +210,14 @@ def push(run: Training) -> None:
     except card.CardError as error:
         raise TrainingError(
             f"The model is saved in {run.output_dir}, but pushing it failed: {error} Push it later with "
-            f"`python -c \"from labelattn.card import push_to_hub; push_to_hub('{run.output_dir}', "
+            f"`python -c \"from labelattn.training.card import push_to_hub; push_to_hub('{run.output_dir}', "
             f"'{run.args.push_to_hub}')\"`."
         ) from None
     run.accelerator.print(f"Pushed to {url}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from labelattn import card
+    from labelattn.training import card
 
     args.command_line = command_line(args)
     args = resolve_defaults(args)
@@ -242,9 +241,3 @@ def run(args: argparse.Namespace) -> int:
     push(training)
     training.accelerator.end_training()
     return 0
-
-
-if __name__ == "__main__":  # accelerate launch -m labelattn.train ... / torchrun -m labelattn.train ...
-    from labelattn.cli import main
-
-    sys.exit(main(["train", *sys.argv[1:]]))

@@ -4,10 +4,10 @@ tokenized data loaders, and the optimizer's parameter groups."""
 import argparse
 from typing import TYPE_CHECKING
 
-from labelattn import backbones
+from labelattn.training import backbones
 
-if TYPE_CHECKING:  # labelattn.data imports datasets: `labelattn --help` imports this module
-    from labelattn.data import Hierarchy
+if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
+    from labelattn.data.records import Hierarchy
 
 
 def load_tokenizer(backbone: str):
@@ -27,7 +27,7 @@ def build_model(
     """A new classifier for `label_names` on the backbone the options name; the hierarchy, if any, goes into its
     config (PretrainedConfig keeps extra keyword arguments in config.json)."""
     from configuration_labelattn import LabelAttnConfig
-    from labelattn.static_embeddings import initialise_embeddings
+    from labelattn.training.static_embeddings import initialise_embeddings
     from modeling_labelattn import LabelAttnForSequenceClassification
 
     common = dict(

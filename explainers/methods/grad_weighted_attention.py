@@ -5,13 +5,14 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from .base import Explainer, TokenScores, at_least_float32, method_names, register
-from .errors import MethodError
+from ..base import Explainer, TokenScores, at_least_float32
+from ..errors import MethodError
+from ..models import has_label_attention, returned_attentions, returns_attentions
+from ..options import Option
+from ..outputs import OUTPUTS, explained_output, is_multi_label
+from ..registry import method_names, register
+from ..words import TokenBatch
 from .forward import embedding_output
-from .models import has_label_attention, returned_attentions, returns_attentions
-from .options import Option
-from .outputs import OUTPUTS, explained_output, is_multi_label
-from .words import TokenBatch
 
 
 @register

@@ -9,9 +9,10 @@ gradient. The weights alone (where a class looked, not what it found there) are 
 
 import torch
 
-from .base import Explainer, TokenScores, at_least_float32, register
-from .outputs import LINEAR, explained_output, is_multi_label
-from .words import TokenBatch
+from ..base import Explainer, TokenScores, at_least_float32
+from ..outputs import LINEAR, explained_output, is_multi_label
+from ..registry import register
+from ..words import TokenBatch
 
 
 def pick(per_class: torch.Tensor, target: torch.Tensor, contrast: torch.Tensor | None) -> torch.Tensor:

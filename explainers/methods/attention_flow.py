@@ -4,9 +4,10 @@ through the layered graph of residual attention, solved by networkx."""
 import networkx as nx
 import torch
 
+from ..base import Explainer, TokenScores
+from ..registry import register
+from ..words import TokenBatch
 from .attention_graph import attention_graph
-from .base import Explainer, TokenScores, register
-from .words import TokenBatch
 
 
 def flow_graph(layers: torch.Tensor, readout: torch.Tensor) -> nx.DiGraph:

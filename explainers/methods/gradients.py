@@ -5,10 +5,10 @@ from typing import ClassVar
 import torch
 from captum.attr import LayerGradientXActivation
 
-from .base import Explainer, TokenScores, at_least_float32
+from ..base import Explainer, TokenScores, at_least_float32
+from ..outputs import OUTPUTS
+from ..words import TokenBatch
 from .forward import ExplainedOutput
-from .outputs import OUTPUTS
-from .words import TokenBatch
 
 
 class EmbeddingGradientExplainer(Explainer):

@@ -317,8 +317,7 @@ def load_explanations(path: Path) -> "datasets.Dataset":
 
 def run(args: argparse.Namespace) -> int:
     from explainers.checks import check_count
-
-    from .shards import check_writable
+    from labelattn.corpus.shards import check_writable
 
     check_count(args.top, "--top", "words")
     check_count(args.tables, "--tables", "classes", minimum=0)

@@ -2,9 +2,10 @@
 
 import torch
 
-from .base import Explainer, TokenScores, register, text_seed
-from .options import Option
-from .words import TokenBatch, word_to_token_scores
+from ..base import Explainer, TokenScores, text_seed
+from ..options import Option
+from ..registry import register
+from ..words import TokenBatch, word_to_token_scores
 
 
 @register

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from labelattn import DEFAULT_MODEL_DIR
-from labelattn.backbones import BACKBONES
+from labelattn.training.backbones import BACKBONES
 
 # Options that say how to run, not what to train: left out of the recorded command.
 NOT_RECORDED = ("resume", "overwrite")
@@ -134,7 +134,7 @@ def add_model_options(group: DeclaredGroup) -> None:
         help="Standard deviation of the new weights (default: 0.1: with the usual 0.02 the product of embedding, "
         "key/value and output projections starts so small that learning stalls).",
     )
-    from labelattn.static_embeddings import DEFAULT_EMBEDDINGS, EMBEDDINGS
+    from labelattn.training.static_embeddings import DEFAULT_EMBEDDINGS, EMBEDDINGS
 
     group.add_argument(
         "--embeddings",

@@ -14,8 +14,8 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constan
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from labelattn import backbones
-from labelattn.data import LabelledData
+from labelattn.data.records import LabelledData
+from labelattn.training import backbones
 
 # Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).
 REQUIRED = ("README.md", "config.json", "model.safetensors", "configuration_labelattn.py", "modeling_labelattn.py")
@@ -213,7 +213,7 @@ def check_can_push(repo_id: str, token: str | None = None) -> None:
         raise CardError(
             "--push-to-hub: the Hub is switched off here (HF_HUB_OFFLINE=1), so the model could not be pushed; "
             "unset HF_HUB_OFFLINE, or train without --push-to-hub and push the folder later with "
-            "labelattn.card.push_to_hub(folder, repo_id)."
+            "labelattn.training.card.push_to_hub(folder, repo_id)."
         )
     token = token or get_token()
     if token is None:

@@ -5,10 +5,10 @@ of a class hierarchy; computed by the metric modules shipped in labelattn/metric
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # labelattn.data imports datasets: `labelattn --help` imports this module
-    from labelattn.data import Hierarchy
+if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
+    from labelattn.data.records import Hierarchy
 
-METRICS_DIR = Path(__file__).parent / "metrics"
+METRICS_DIR = Path(__file__).parents[1] / "metrics"
 # Ranking metrics (precision@k, recall@k): reported for multi-label data, and for single-label data from this many
 # classes on.
 MANY_CLASSES = 20

@@ -9,9 +9,9 @@ the target's label-attention row (heads averaged) for a labelattn model with lab
 
 import torch
 
-from .base import Explainer, at_least_float32
-from .models import readout, returned_attentions
-from .words import TokenBatch
+from ..base import Explainer, at_least_float32
+from ..models import readout, returned_attentions
+from ..words import TokenBatch
 
 
 def residual_attention(attentions: tuple[torch.Tensor, ...]) -> torch.Tensor:

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from .base import at_least_float32
-from .outputs import explained_output, is_multi_label
-from .words import TokenBatch
+from ..base import at_least_float32
+from ..outputs import explained_output, is_multi_label
+from ..words import TokenBatch
 
 
 class ExplainedOutput:

@@ -2,7 +2,7 @@
 
 import torch
 
-from .base import register
+from ..registry import register
 from .gradients import EmbeddingGradientExplainer
 
 

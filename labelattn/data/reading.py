@@ -9,130 +9,26 @@ happens here, before any model is built, and names the file and the row.
 import csv
 import hashlib
 import json
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 import numpy as np
 from datasets.utils.stratify import stratified_shuffle_split_generate_indices
 
-SPLITS = ("train", "validation", "test")
-# Fractions of the whole set held out when a data set comes without a validation or test split.
-HELD_OUT = {"validation": 0.1, "test": 0.1}
-SPLIT_SEED = 42
-
-
-class DataError(ValueError):
-    """Labelled data that cannot be trained on: the message names the file, the row and the fix."""
-
-
-@dataclass
-class DataSource:
-    """What a model card says about where the data came from."""
-
-    name: str
-    description: str
-    license: str
-    citation: str = ""
-    hub_id: str | None = None  # the same data on the Hugging Face Hub, for the card's `datasets` metadata
-    language: str | None = None
-
-
-@dataclass
-class Hierarchy:
-    """The classes as the bottom level of a tree of coarser groups, e.g. ICD-10-CM's chapter > block > category.
-
-    `levels` names the levels from the top down, the classes' own level last: `["chapter", "block", "category"]`.
-    `ancestors[name]` gives each class's groups from the top down, one per upper level:
-    `ancestors["A00"] == ("A00-B99", "A00-A09")`. Every group has one parent (it is a tree), so a predicted class
-    implies its group at every level. `group_descriptions[level][group]` is a group's text where the data has one
-    (ICD-10-CM: `group_descriptions["block"]["A00-A09"] == "Intestinal infectious diseases"`).
-    """
-
-    levels: list[str]
-    ancestors: dict[str, tuple[str, ...]]
-    group_descriptions: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if len(self.levels) < 2 or len(set(self.levels)) != len(self.levels):
-            raise DataError(f"A hierarchy needs two or more distinct level names, not {self.levels}.")
-        parent: dict[tuple[int, str], str] = {}
-        for name, groups in self.ancestors.items():
-            if len(groups) != len(self.levels) - 1:
-                raise DataError(
-                    f"Class {name!r} has {len(groups)} ancestors {list(groups)}; the levels {self.levels} need "
-                    f"{len(self.levels) - 1}: give every class a group at every upper level."
-                )
-            for depth in range(1, len(groups)):
-                known = parent.setdefault((depth, groups[depth]), groups[depth - 1])
-                if known != groups[depth - 1]:
-                    raise DataError(
-                        f"The group {groups[depth]!r} (level {self.levels[depth]!r}) lies under both {known!r} and "
-                        f"{groups[depth - 1]!r} (level {self.levels[depth - 1]!r}): a group has one parent."
-                    )
-
-    def names(self, level: str) -> list[str]:
-        """The groups at `level` (or the classes, at the last level), in natural order."""
-        depth = self.levels.index(level)
-        if depth == len(self.levels) - 1:
-            return sorted(self.ancestors, key=_natural_key)
-        return sorted({groups[depth] for groups in self.ancestors.values()}, key=_natural_key)
-
-    def path(self, name: str) -> tuple[str, ...]:
-        """A class with its groups, from the top down: `("A00-B99", "A00-A09", "A00")`."""
-        return (*self.ancestors[name], name)
-
-    def level_indices(self, label_names: list[str], level: str) -> list[int]:
-        """For each class index, the index of its group at `level` in `names(level)`: what turns predicted or
-        true class indices into those of an upper level (`numpy.asarray(map)[predictions]`)."""
-        depth = self.levels.index(level)
-        index = {name: i for i, name in enumerate(self.names(level))}
-        return [index[self.path(name)[depth]] for name in label_names]
-
-
-@dataclass
-class LabelledData:
-    """Train/validation/test splits with integer labels, the class names, and the data's provenance.
-
-    `hierarchy` (or None) places the classes under coarser groups; `descriptions` (or None) maps a class name to
-    its text (an official description, a definition); a class without one is absent from it."""
-
-    splits: datasets.DatasetDict
-    label_names: list[str]
-    multi_label: bool
-    source: DataSource
-    split_record: dict = field(default_factory=dict)
-    hierarchy: Hierarchy | None = None
-    descriptions: dict[str, str] | None = None
-
-
-# --------------------------------------------------------------------------------------------------- raw rows
-
-
-@dataclass
-class RawSplit:
-    """Rows as read: texts and label names (a list per row for multi-label), with the file for error messages.
-
-    `groups` (or None) names each row's group: the rows of a group go to the same split (ICD-10-CM: the texts of
-    one billable code), `group_name` says what a group is. `strata` (or None: the label) is what a held-out split
-    is stratified by, `stratum_name` what it is."""
-
-    origin: str
-    ids: list[int]
-    texts: list
-    labels: list
-    row_name: Callable[[int], str] = lambda i: f"row {i + 1}"
-    groups: list | None = None
-    group_name: str = ""
-    strata: list[str] | None = None
-    stratum_name: str = ""
-
-    def where(self, index: int) -> str:
-        return f"{self.origin}, {self.row_name(index)}"
+from labelattn.data.records import (
+    HELD_OUT,
+    SPLIT_SEED,
+    SPLITS,
+    DataError,
+    DataSource,
+    Hierarchy,
+    LabelledData,
+    RawSplit,
+    natural_key,
+)
 
 
 def _some(names: list, shown: int = 5) -> str:
@@ -142,8 +38,8 @@ def _some(names: list, shown: int = 5) -> str:
 
 
 def _builtin(data: str):
-    """The built-in data set named `data` (a `labelattn.builtin_data.Builtin`), or None: a file of that name wins."""
-    from labelattn.builtin_data import BUILTIN  # imported here: the built-in readers build on this module's types
+    """The built-in data set named `data` (a `labelattn.data.builtin.Builtin`), or None: a file of that name wins."""
+    from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
 
     return None if Path(data).exists() else BUILTIN.get(data)
 
@@ -178,7 +74,7 @@ def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Cal
     its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does).
     """
     if not path.exists():
-        from labelattn.builtin_data import BUILTIN
+        from labelattn.data.builtin import BUILTIN
 
         raise FileNotFoundError(
             f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
@@ -469,12 +365,12 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
             if not _label_names(label) and not multi_label:
                 raise DataError(f"{part.where(i)}: the label is missing ({label!r}); every row needs one.")
     train = raw["train"]
-    names = sorted({n for label in train.labels for n in _label_names(label)}, key=_natural_key)
+    names = sorted({n for label in train.labels for n in _label_names(label)}, key=natural_key)
     if len(names) < 2:
         raise DataError(
             f"{train.origin}: the training data has a single class {names}; a classifier needs at least two."
         )
-    untrained = sorted(set(described) - set(names), key=_natural_key)
+    untrained = sorted(set(described) - set(names), key=natural_key)
     known = set(names) | set(untrained)
     for part in raw.values():
         for i, label in enumerate(part.labels):
@@ -485,12 +381,7 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
                     f"{_some(names)}); the model cannot learn it: fix the label, add training rows with it, or "
                     "describe it in a --label-file and train with --label-descriptions."
                 )
-    return sorted(known, key=_natural_key), untrained
-
-
-def _natural_key(name: str) -> tuple:
-    """Sort class names 2 before 10, as people do."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+    return sorted(known, key=natural_key), untrained
 
 
 # --------------------------------------------------------------------------------------------------- splitting
@@ -570,7 +461,7 @@ def _split_off(
         stratum_of = {u: named[units[u][0]] for u in eligible}
         enough = {s for s, n in Counter(stratum_of.values()).items() if n >= MIN_SPLIT_UNITS}
         eligible = [u for u in eligible if stratum_of[u] in enough]
-        index = {name: i for i, name in enumerate(sorted(enough, key=_natural_key))}
+        index = {name: i for i, name in enumerate(sorted(enough, key=natural_key))}
         strata = np.array([index[stratum_of[u]] for u in eligible], dtype=np.int64)
     pool = np.array(eligible, dtype=np.int64)
     unit = "row" if part.groups is None else "group"
@@ -597,8 +488,8 @@ def _split_off(
     record = {
         "stratified_by": None if multi_label else (part.stratum_name or "class"),
         "grouped_by": part.group_name or None,
-        "train_only_classes": sorted((names[c] for c in scarce), key=_natural_key),
-        "returned_to_train": sorted((names[c] for c in returned), key=_natural_key),
+        "train_only_classes": sorted((names[c] for c in scarce), key=natural_key),
+        "returned_to_train": sorted((names[c] for c in returned), key=natural_key),
     }
     return splits, record
 
@@ -760,13 +651,3 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     if not texts:
         raise DataError(f"{data} holds no rows.")
     return texts
-
-
-def __getattr__(name: str):
-    """`labelattn.data.BUILTIN` for the callers written before the built-in data sets moved to `builtin_data`
-    (`labelattn/predict.py`, `bench/corpus_throughput.py`): import it from there."""
-    if name == "BUILTIN":
-        from labelattn.builtin_data import BUILTIN
-
-        return BUILTIN
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

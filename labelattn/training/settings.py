@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from labelattn import backbones, checkpoints
+from labelattn.training import backbones, checkpoints
 
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.

@@ -1,7 +1,7 @@
 """Predict and explain whole corpora: streamed in shards to Arrow files, resumable, split across processes.
 
 ```python
-from labelattn.corpus import explain_dataset, predict_dataset
+from labelattn.corpus.jobs import explain_dataset, predict_dataset
 predictions = predict_dataset(model, tokenizer, dataset, output_dir="out/predictions")
 explanations = explain_dataset(model, tokenizer, dataset, method="label_attention", output_dir="out/la")
 ```
@@ -9,7 +9,7 @@ explanations = explain_dataset(model, tokenizer, dataset, method="label_attentio
 The rows are cut into shards of `shard_size` rows (fixed by the row count alone, never by the number of
 processes, so that any launch makes the same shards). Each shard is read from the input's Arrow table, its texts
 predicted or explained together (the explainers batch them by length), and written as one Arrow file under a
-temporary name, renamed when complete (`labelattn.shards`). The folder records the run's settings in `run.json`:
+temporary name, renamed when complete (`labelattn.corpus.shards`). The folder records the run's settings in `run.json`:
 a run started again with the same settings skips the finished shards; other settings are refused. Every request is
 checked before the folder is touched. Under `accelerate launch` the pending shards are split across the processes
 (`PartialState.split_between_processes`); every process writes its own shards to the shared folder, and the result
@@ -44,9 +44,8 @@ from explainers.loading import class_names
 from explainers.targets import resolve_targets
 from explainers.windows import LONG_TEXT
 from explainers.words import TextInput, input_problem
-
-from .processes import process_state
-from .shards import CorpusError, ShardFolder
+from labelattn.corpus.processes import process_state
+from labelattn.corpus.shards import CorpusError, ShardFolder
 
 DEFAULT_SHARD_SIZE = 1000
 # Label attention's classes × words matrix would make every row as large as all its --all-targets rows together:
