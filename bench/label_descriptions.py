@@ -1,16 +1,19 @@
-"""Label-attention queries started from the class descriptions against a random start, on the classes with few rows.
+"""Label-attention queries computed from the class descriptions against a random start, on the classes with few rows.
 
     python bench/label_descriptions.py                                  # trec-fine, seeds 0 1 2
     python bench/label_descriptions.py --data icd10-cm --seeds 0 --epochs 1
+    python bench/label_descriptions.py --data icd10-cm --chapters --seeds 0    # ten disease chapters only
 
-Trains the default model with `labelattn train` (a subprocess, defaults but for `--data`, `--seed`, `--epochs`),
-once as it is and once with `--label-descriptions`, into models/bench/, and scores each saved model on the test
-split: accuracy and macro-F1 overall, and accuracy on the test rows whose class has at most `--few` training rows
-(the classes a random query has least to learn from), averaged over the seeds. Prints one markdown table.
+Trains the default model with `labelattn train` (a subprocess, defaults but for `--data`, `--seed`, `--epochs` and
+the `--train` options), once as it is and once with `--label-descriptions`, into models/bench/, and scores each saved
+model on the test split: accuracy and macro-F1 overall, and accuracy on the test rows whose class has at most `--few`
+training rows (the classes a random query has least to learn from), averaged over the seeds. Prints one markdown
+table.
 """
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -36,8 +39,11 @@ def chapter_files(chapters: list[str]) -> dict[str, Path]:
 
 
 def train(data: str, seed: int, epochs: int | None, extra: list[str], files: dict[str, Path] | None) -> Path:
+    """The model trained with `extra` options into models/bench/ (on `files` where given); its folder."""
     name = "icd10-cm-chapters" if files else data
-    folder = ROOT / "models" / "bench" / f"{name}-{'descriptions' if extra else 'random'}-{seed}"
+    folder = (
+        ROOT / "models" / "bench" / f"{name}-{'descriptions' if '--label-descriptions' in extra else 'random'}-{seed}"
+    )
     if files:  # the same files and classes (with their groups) for both starts
         data, extra = str(files["train"]), [*extra, "--validation-data", str(files["validation"])]
         extra += ["--test-data", str(files["test"]), "--label-file", str(files["labels"])]
@@ -79,6 +85,7 @@ def main() -> None:
         help="with --data icd10-cm: only the categories of these chapters (none named: the ten disease chapters of "
         "bench/untrained_classes.py), trained from CSV files with their label file",
     )
+    parser.add_argument("--train", default="", help="more `labelattn train` options for both starts")
     args = parser.parse_args()
 
     files = None
@@ -101,7 +108,8 @@ def main() -> None:
     for name, extra in STARTS.items():
         scores = {"accuracy": [], "macro_f1": [], "few": []}
         for seed in args.seeds:
-            predicted = predictions(train(args.data, seed, args.epochs, extra, files), test["text"])
+            folder = train(args.data, seed, args.epochs, [*extra, *shlex.split(args.train)], files)
+            predicted = predictions(folder, test["text"])
             right = [p == t for p, t in zip(predicted, labels, strict=True)]
             scores["accuracy"].append(sum(right) / len(right))
             scores["macro_f1"].append(f1_score(labels, predicted, average="macro"))
