@@ -4,6 +4,7 @@ This file is remote code: it is copied into every saved model folder and Hub rep
 nothing but `transformers` (and the standard library).
 """
 
+import math
 from typing import Any, ClassVar
 
 from transformers import AutoConfig, PretrainedConfig
@@ -11,6 +12,9 @@ from transformers.configuration_utils import SubConfigSpec
 
 BACKBONES = ("embedding", "encoder")
 POOLINGS = ("label_attention", "mean")
+SCORERS = ("shared", "class_bias", "per_class", "normed")
+# What a saved config without the key meant: the only scorer of the versions before the choice existed.
+SAVED_BEFORE_SCORERS = {"scorer": "shared"}
 
 
 class LabelAttnConfigError(ValueError):
@@ -62,6 +66,21 @@ class LabelAttnConfig(PretrainedConfig):
             values). Comparing every class's query with every token's key costs `classes × tokens × heads ×
             attention_key_size` multiply-adds, the head's main cost at thousands of classes; a narrower key makes
             it cheaper and leaves the values (what a class vector is made of) whole.
+        scorer (`str`, *optional*, defaults to `"per_class"`):
+            How label attention turns a class vector `z_c` into its logit. `"shared"`: `w·z_c + b`, one scorer for
+            every class, so a class can only choose where to look among the same per-token numbers. `"class_bias"`:
+            `w·z_c + b + b_c`, and a prior per class. `"per_class"`: `w_c·z_c + b_c`, a scorer per class (as LAAT
+            and PLM-ICD); full (`d` numbers per class) or of rank `scorer_rank`. `"normed"`: `w·RMSNorm(z_c) + b`,
+            each class vector divided by its root mean square first (torchTextClassifiers' head). The first three
+            are linear in the class vector: the scorer folds into the head (no class vector is formed) and label
+            contributions are exact. `"normed"` is not, and its label contributions are refused. A saved config
+            without this key (made before the choice existed) loads as `"shared"`. Ignored by mean pooling, which
+            has a scorer per class anyway. See docs/model.md for what each costs and scores.
+        scorer_rank (`int`, *optional*):
+            With `scorer="per_class"`: `w_c = e_c P`, a basis `P (scorer_rank, d)` shared by the classes and a code
+            `e_c` of `scorer_rank` numbers per class; each token then carries `scorer_rank` numbers per head, not
+            `d`, at thousands of classes the difference between a per-class scorer's cost and the shared one's.
+            None: a free `w_c` of `d` numbers. At most `hidden_size`.
         embedding_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the token vectors before pooling.
         attention_dropout (`float`, *optional*, defaults to 0.0):
@@ -73,6 +92,10 @@ class LabelAttnConfig(PretrainedConfig):
         num_labels, id2label, label2id, problem_type:
             As in every Transformers classifier. `problem_type` is `"single_label_classification"` (softmax,
             cross-entropy; at least 2 labels) or `"multi_label_classification"` (sigmoid, binary cross-entropy).
+        temperature (`float`, *optional*):
+            The logits (and label contributions, so that they still sum to them) are divided by it: a temperature
+            fitted after training on held-out rows (calibration) makes the softmax's probabilities honest without
+            changing which class wins. A finite number > 0; None (the default) scales nothing.
         label_description_size (`int`, *optional*):
             Width of the description vectors the model stores, one per class (`labelattn train
             --label-descriptions`: the mean of the backbone's token vectors over the class's description, so the
@@ -117,10 +140,13 @@ class LabelAttnConfig(PretrainedConfig):
     pooling: str = "label_attention"
     num_attention_heads: int = 4
     attention_key_size: int | None = None
+    scorer: str = "per_class"
+    scorer_rank: int | None = None
     embedding_dropout: float = 0.1
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
     initializer_range: float = 0.02
+    temperature: float | None = None
     label_description_size: int | None = None
     label_residual_dropout: float = 0.0
     label_hierarchy: dict[str, Any] | None = None
@@ -160,6 +186,35 @@ class LabelAttnConfig(PretrainedConfig):
             raise LabelAttnConfigError(
                 f"attention_key_size must be a positive integer or None (the values' width), got "
                 f"{self.attention_key_size!r}."
+            )
+        if self.attention_key_size is not None and self.attention_key_size > self.hidden_size:
+            raise LabelAttnConfigError(
+                f"attention_key_size={self.attention_key_size} is above hidden_size={self.hidden_size}, the bound: a "
+                "key wider than the vectors it is computed from adds cost and size but nothing they can tell apart. "
+                f"Use a value <= {self.hidden_size} (e.g. 32), or leave it unset for hidden_size / num_attention_heads."
+            )
+        if self.scorer not in SCORERS:
+            raise LabelAttnConfigError(f"Unknown scorer {self.scorer!r}: choose one of {SCORERS}.")
+        if self.scorer_rank is not None:
+            if self.scorer != "per_class":
+                raise LabelAttnConfigError(
+                    f"scorer_rank={self.scorer_rank!r} sets the rank of a per-class scorer, but scorer="
+                    f"{self.scorer!r}: drop scorer_rank, or use scorer='per_class'."
+                )
+            if not isinstance(self.scorer_rank, int) or not 1 <= self.scorer_rank <= self.hidden_size:
+                raise LabelAttnConfigError(
+                    f"scorer_rank must be an integer in [1, hidden_size={self.hidden_size}] or None (a full scorer "
+                    f"per class), got {self.scorer_rank!r}."
+                )
+        if self.temperature is not None and (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+            or self.temperature <= 0
+        ):
+            raise LabelAttnConfigError(
+                f"temperature must be a finite number > 0 (the logits are divided by it) or None, got "
+                f"{self.temperature!r}: fit it on held-out rows, or leave it unset."
             )
         for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -226,6 +281,14 @@ class LabelAttnConfig(PretrainedConfig):
                 f"label_hierarchy: {len(missing)} label(s) have no ancestors and {len(wrong)} not one group per "
                 f"upper level of {levels} (first: {some}); give every label its {len(levels) - 1} group(s)."
             )
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs) -> "LabelAttnConfig":
+        """`PretrainedConfig.from_dict`, reading a saved config without the newer keys as it was meant when saved
+        (`SAVED_BEFORE_SCORERS`), whatever the defaults are now: old checkpoints load unchanged."""
+        missing = {key: value for key, value in SAVED_BEFORE_SCORERS.items() if key not in config_dict}
+        missing = {key: value for key, value in missing.items() if key not in kwargs}
+        return super().from_dict({**config_dict, **missing}, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         output = super().to_dict()

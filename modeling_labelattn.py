@@ -95,15 +95,17 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
         loss (`torch.FloatTensor` of shape `()`, *optional*):
             Cross-entropy (single-label) or binary cross-entropy (multi-label), when `labels` are given.
         logits (`torch.FloatTensor` of shape `(batch, num_labels)`):
-            One score per class, before softmax (single-label) or sigmoid (multi-label).
+            One score per class, before softmax (single-label) or sigmoid (multi-label); divided by
+            `config.temperature` when it is set (the loss is computed on these scaled logits).
         hidden_states, attentions, label_attentions:
             As in [`LabelAttnModelOutput`].
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
             When `output_label_contributions=True`: each position's exact term in each class's logit, 0 on padding,
             and the logits of the same call are computed from them: `logits = label_contributions.sum(-1) +
-            label_contribution_bias`. Label attention: as in [`LabelAttnModelOutput`], with the classifier as the
-            readout. Mean pooling: `W_c·x_t / n` for the `n` real tokens, `x_t` the vectors it averages (with the
-            token context, each position's convolved vector, which also holds its neighbours').
+            label_contribution_bias` (both divided by `config.temperature` when it is set, so the sum still holds).
+            Label attention: as in [`LabelAttnModelOutput`], with the classifier as the readout. Mean pooling:
+            `W_c·x_t / n` for the `n` real tokens, `x_t` the vectors it averages (with the token context, each
+            position's convolved vector, which also holds its neighbours').
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each logit that no position carries. Label attention: the same
             for every class up to float rounding (see [`LabelAttnModelOutput`]); mean pooling: the classifier's
@@ -120,31 +122,104 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
 
 
 class LabelDescriptions(nn.Module):
-    """Label embeddings computed from the classes' descriptions: `e_c = M v̂_c + r_c` (`config.label_description_size`).
+    """What each class is given from its description (`config.label_description_size`): `map(v̂_c) + r_c`.
 
     `v_c (num_labels, label_description_size)` is a buffer, saved with the weights: one vector per class for its
     description (`labelattn train --label-descriptions` stores the mean of the backbone's token vectors over it), read
-    at unit length `v̂_c`. `M` is one linear map shared by every class and trained with them, so that a class no
-    training row shows (`has_rows[c]` False) still gets an embedding, and through it a query, that training taught
-    to read: its residual `r_c` counts as 0. In training, each class's residual is left out with probability
-    `config.label_residual_dropout` (a row at a time, not rescaled), so that the map cannot leave its work to the
-    residuals.
+    at unit length `v̂_c`. Each map is linear, shared by every class and trained with them; `r_c` is the class's free
+    parameter, its residual beside the map, which only a class with training rows has (`has_rows[c]`; for the others
+    it counts as 0). So a class no training row shows still gets, through maps that training taught:
+    - its label embedding `e_c = M v̂_c + r_c`, and so its query (`forward`, `LabelAttention.label_queries`);
+    - with a scorer per class, its code `C v̂_c + r_c` (`code_map`) and with a bias per class its bias `β·v̂_c + r_c`
+      (`bias_map`): the scorer of `LabelScorer`, which decides what the tokens the class attends to are worth.
+    In training, each class's residuals are left out with probability `config.label_residual_dropout` (a row at a
+    time, not rescaled), so that the maps cannot leave their work to the residuals.
     """
 
     def __init__(self, config: LabelAttnConfig):
         super().__init__()
-        self.vectors = nn.Buffer(torch.zeros(config.num_labels, config.label_description_size))
+        size, scorer = config.label_description_size, config.scorer
+        self.vectors = nn.Buffer(torch.zeros(config.num_labels, size))
         self.has_rows = nn.Buffer(torch.ones(config.num_labels, dtype=torch.bool))
-        self.map = nn.Linear(config.label_description_size, config.hidden_size)
+        self.map = nn.Linear(size, config.hidden_size)
+        self.code_map = nn.Linear(size, config.scorer_rank or config.hidden_size) if scorer == "per_class" else None
+        self.bias_map = nn.Linear(size, 1) if scorer in ("per_class", "class_bias") else None
         self.residual_dropout = config.label_residual_dropout
 
-    def forward(self, residuals: torch.Tensor) -> torch.Tensor:
-        """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
+    def described(self, described_map: nn.Linear, residuals: torch.Tensor) -> torch.Tensor:
+        """`described_map(v̂_c) + r_c` for every class, `residuals (labels, n)` -> `(labels, n)`."""
         vectors = self.vectors / self.vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # v̂: (labels, size)
         kept = self.has_rows.to(residuals.dtype)  # (labels,)
         if self.training and self.residual_dropout > 0:
             kept = kept * torch.bernoulli(torch.full_like(kept, 1 - self.residual_dropout))
-        return self.map(vectors.to(self.map.weight.dtype)) + residuals * kept[:, None]
+        return described_map(vectors.to(described_map.weight.dtype)) + residuals * kept[:, None]
+
+    def forward(self, residuals: torch.Tensor) -> torch.Tensor:
+        """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
+        return self.described(self.map, residuals)
+
+
+class LabelScorer(nn.Module):
+    """How a class vector `z_c` becomes its logit, `config.scorer` (label attention only):
+
+    - `"shared"`: `w·z_c + b`, one `w` for every class (the first version's head);
+    - `"class_bias"`: `w·z_c + b + b_c`, and a prior per class;
+    - `"per_class"`: `w_c·z_c + b_c`, a scorer per class; `w_c = e_c P` with a basis `P (r, d)` shared by the classes
+      and a code `e_c (r)` per class when `config.scorer_rank = r` is set, `w_c` free otherwise;
+    - `"normed"`: `w·RMSNorm(z_c) + b`: each class vector divided by its root mean square first.
+
+    Every linear choice is `e_c·(P z_c) + β_c`, with class codes `e_c (r)` (`class_weights`), a map `P (r, d)` shared by
+    the classes (`readout_map`, None for the identity) and a bias `β_c` (`biases`): the head folds `P` into its values,
+    so that it never forms the class vectors (see `LabelAttention`), and label contributions stay exact.
+    """
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__()
+        self.kind = config.scorer
+        labels, hidden = config.num_labels, config.hidden_size
+        if self.kind == "per_class":
+            rank = config.scorer_rank or hidden
+            self.basis = nn.Parameter(torch.empty(rank, hidden)) if config.scorer_rank else None
+            self.weight = nn.Parameter(torch.empty(labels, rank))  # e_c, or w_c itself at full rank
+            self.bias = nn.Parameter(torch.empty(labels))
+        else:  # the first version's nn.Linear(hidden, 1): its checkpoints' names and shapes
+            self.basis = None
+            self.weight = nn.Parameter(torch.empty(1, hidden))
+            self.bias = nn.Parameter(torch.empty(1))
+        self.class_bias = nn.Parameter(torch.empty(labels)) if self.kind == "class_bias" else None
+
+    @property
+    def is_linear(self) -> bool:
+        """Whether the logit is linear in the class vector, so that the scorer folds into the head."""
+        return self.kind != "normed"
+
+    def class_weights(self, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
+        """The classes' codes `e_c`, `(num_labels, r)`, or `(1, 1)` when the classes share the scorer; computed from
+        the classes' `descriptions` where the model has them (`LabelDescriptions`)."""
+        if self.kind != "per_class":
+            return self.weight.new_ones(1, 1)
+        return self.weight if descriptions is None else descriptions.described(descriptions.code_map, self.weight)
+
+    def readout_map(self) -> torch.Tensor | None:
+        """`P (r, d)`, the map shared by the classes that their codes read; None for the identity."""
+        return self.basis if self.kind == "per_class" else self.weight
+
+    def biases(self, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
+        """`β_c`, `(num_labels,)`, or `(1,)` when the classes share it; computed from the classes' `descriptions`
+        where the model has them."""
+        own = self.bias if self.kind == "per_class" else self.class_bias  # (labels,) or None
+        if own is not None and descriptions is not None:
+            own = descriptions.described(descriptions.bias_map, own[:, None])[:, 0]
+        if self.kind == "per_class":
+            return own
+        return self.bias if own is None else self.bias + own
+
+    def forward(self, vectors: torch.Tensor, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
+        """`(batch, num_labels, hidden)` class vectors -> `(batch, num_labels)` logits, by definition."""
+        if self.kind == "normed":
+            vectors = nn.functional.rms_norm(vectors, vectors.shape[-1:], eps=1e-6)
+        projected = vectors if self.readout_map() is None else nn.functional.linear(vectors, self.readout_map())
+        return (projected * self.class_weights(descriptions)).sum(-1) + self.biases(descriptions)
 
 
 class LabelAttention(nn.Module):
@@ -152,25 +227,21 @@ class LabelAttention(nn.Module):
 
     `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, value heads of size
     `d_h = d / n_h` and query/key heads of size `d_k` (`config.attention_key_size`, `d_h` by default),
-    `softmax(Q K^T / sqrt(d_k))` with padding masked to -inf, heads concatenated and projected by `W_O`.
+    `softmax(Q K^T / sqrt(d_k))` with padding masked to -inf, heads concatenated and projected by `W_O`: one vector
+    `z_c` per class, which a `LabelScorer` (`readout`) turns into a logit.
 
-    Given the scoring layer `w` that a classifier shares between the classes (`readout`), the head returns each
-    class's score instead of its vector: `w·(W_O c + b_O) = (w W_O)·c + w·b_O` is linear in the heads' contexts `c`,
-    so `W_O` and `w` fold into one vector `u_h` per head and no `d × d` product per class is paid. Four ways to the
-    same numbers (up to float rounding), picked by what is asked and by cost:
-    - weights asked for: the weights are formed as a tensor, weigh `V` and are returned (`_weigh_values`);
-    - few classes (`heads × classes` below about `d`): `W_K` folds into the queries and `W_V` into the output map, so
-      the heads attend over the token vectors themselves and no `(seq, d) × (d, d)` projection is paid (`_folded`);
-    - many classes, scores: the value side folds too, `Σ_j a_j (V_j,h·u_h)`, a weighted sum of one number per token
-      and head, so the second attention product disappears (`_value_folded`);
-    - many classes, class vectors: a fused kernel (`scaled_dot_product_attention`) weighs `V` without storing the
-      weights (`_fused`).
-    The last two run one block of classes at a time, so that memory stays bounded at thousands of classes. A fifth
-    way gives each token's exact term in every class's score, and the scores as their sum (`_contributions`).
+    Three routes to the same numbers (up to float rounding), chosen in `forward` by what is asked:
+    - the reference (`_weights`): the weights formed as a tensor (returned with `output_attentions`, dropped out in
+      training with `attention_dropout`), the class vectors formed from them and scored by the scorer's definition;
+    - the fused kernel (`_fused`): `scaled_dot_product_attention` weighs the values without storing the weights: the
+      class vectors, or, for a linear scorer, the logits with the scorer folded into the values (`_folded_values`):
+      `e_c·P (W_O c + b_O)` is linear in the heads' contexts `c`, so each token gets `m` numbers per head (`m = 1`
+      for a shared scorer, `r` for a rank-`r` one) and no class vector is formed;
+    - the blocked route (`_contributions`): the weights one block of classes at a time, and each token's exact
+      term in every class's logit, the logits computed as their sum.
     """
 
-    # A block of classes holds at most this many numbers (the scores of `_value_folded` and `_contributions`, the
-    # contexts of `_fused`).
+    # A block of classes of the blocked route holds at most this many weights.
     block_elements = 2**19
 
     def __init__(self, config: LabelAttnConfig):
@@ -205,7 +276,7 @@ class LabelAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor,
         output_attentions: bool = False,
-        readout: nn.Linear | None = None,
+        readout: LabelScorer | None = None,
         value_states: torch.Tensor | None = None,
         output_contributions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -216,64 +287,45 @@ class LabelAttention(nn.Module):
             attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding.
             output_attentions: form the weights `(batch, heads, num_labels, seq_len)`, weigh the values with them
                 and return them (also done in training when `attention_dropout` is set, to drop weights out).
-            readout: a scoring layer `hidden -> 1`; when given, its score of every class vector is returned in
-                place of the vectors, computed with `readout` folded into `W_O`.
+            readout: the scorer of the class vectors; when given, the logits are returned in place of the vectors.
             value_states: token vectors `(batch, seq_len, hidden)` that the values read, when they differ from the
                 keys' (the embedding backbone's token context steers where a class looks, and the class vector is
                 made of the tokens' own vectors, so that a weight is exactly one token's share of it).
-            output_contributions: with `readout`, also return each token's term in every class's score, and compute
-                the scores as their sum (see `_contributions`).
+            output_contributions: with a linear `readout`, also return each token's term in every class's logit, and
+                compute the logits as their sum (see `_contributions`).
 
         Returns:
-            class vectors `(batch, num_labels, hidden)`, or with `readout` their scores `(batch, num_labels)`; the
+            class vectors `(batch, num_labels, hidden)`, or with `readout` the logits `(batch, num_labels)`; the
             weights, or None when they were not formed; the contributions `(batch, num_labels, seq_len)`, or None.
         """
-        queries = self.label_queries()  # (labels, heads × d_k)
+        queries = self.label_queries()
         is_token = attention_mask.bool()
         # A text of only padding would make every score -inf and the softmax NaN; let such a row see all
         # positions (finite values and gradients), then zero its weights and its class vectors (W_O's bias
-        # included), as mean pooling gives such a text the vector 0.
+        # included), as mean pooling gives such a text the vector 0: its logits are the scorer's biases.
         is_empty = ~is_token.any(dim=-1)
         visible = is_token | is_empty[:, None]
-        out_weight, out_bias = self.output.weight, self.output.bias  # concatenated heads -> outputs
-        if readout is not None:  # w·(W_O c + b_O) = (w W_O)·c + w·b_O
-            out_weight, out_bias = readout.weight @ out_weight, readout.weight @ out_bias  # (1, hidden), (1,)
-
         tokens = (hidden_states, hidden_states if value_states is None else value_states)  # read by keys, values
-        weights = contributions = None
-        if output_contributions:  # the scores as the sum of their terms, the reference and `u·b_V` (see below)
-            contributions, weights, reference = self._contributions(
-                *tokens, queries, is_token, visible, out_weight, output_attentions
+        forms_weights = output_attentions or (self.training and self.attention_dropout.p > 0)
+        weights = contributions = vectors = scores = None  # scores: the logits before the scorer's biases
+        if forms_weights:
+            weights = self._weights(hidden_states, queries, is_token, visible)
+        if readout is not None and readout.is_linear and (output_contributions or not forms_weights):
+            scores, contributions = self._blocked(
+                *tokens, queries, is_token, visible, readout, weights, output_contributions
             )
-            bias = out_bias + out_weight @ self.value.bias + reference.sum(-1)[:, None, None]
-            pooled = contributions.sum(-1, keepdim=True) + bias
-        elif output_attentions or (self.training and self.attention_dropout.p > 0):
-            context, weights = self._weigh_values(*tokens, queries, is_token, visible)
-            pooled = nn.functional.linear(context, out_weight, out_bias)
-        elif self._folds_projections(*hidden_states.shape[:2]):
-            pooled = self._folded(*tokens, queries, visible, out_weight, out_bias)
-        elif readout is not None:
-            pooled = self._value_folded(*tokens, queries, visible, out_weight, out_bias)
+        elif forms_weights:
+            values = self._split_heads(self.value(tokens[1]))  # (batch, heads, seq, d_h)
+            vectors = self.output((weights @ values).transpose(1, 2).flatten(-2))  # (batch, labels, hidden)
         else:
-            pooled = self._fused(*tokens, queries, visible, out_weight, out_bias)
-        if is_empty.any():  # (a test on the host: padding-only texts are rare, and the fill costs a pass)
-            pooled = pooled.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden or 1)
-        if readout is not None:
-            pooled = pooled.squeeze(-1) + readout.bias
-        return pooled, weights, contributions
-
-    def _weigh_values(
-        self,
-        hidden_states: torch.Tensor,
-        value_states: torch.Tensor,
-        queries: torch.Tensor,
-        is_token: torch.Tensor,
-        visible: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The weights `(batch, heads, labels, seq)` as a tensor, and the class contexts `(batch, labels, hidden)`."""
-        weights = self._weights(hidden_states, queries, is_token, visible)
-        values = self._split_heads(self.value(value_states))
-        return (weights @ values).transpose(1, 2).flatten(-2), weights
+            values = self._split_heads(self.value(tokens[1]))
+            vectors = self.output(self._fused(hidden_states, values, queries, visible).transpose(1, 2).flatten(-2))
+        # No test on the host (`if is_empty.any()`): the forward pass stays free of data-dependent branches, so that
+        # torch.export traces it; the fill costs one pass over the output.
+        if vectors is not None:
+            vectors = vectors.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden)
+            return (vectors if readout is None else readout(vectors, self.descriptions)), weights, contributions
+        return scores.masked_fill(is_empty[:, None], 0.0) + readout.biases(self.descriptions), weights, contributions
 
     def _weights(
         self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
@@ -284,170 +336,130 @@ class LabelAttention(nn.Module):
         weights = torch.softmax(scores.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
         return self.attention_dropout(weights.masked_fill(~is_token[:, None, None, :], 0.0))
 
-    def _folds_projections(self, batch_size: int, seq_len: int) -> bool:
-        """Whether `_folded` costs fewer multiply-adds than `_fused`: folding `W_K` into the queries
-        (`labels × keys × d`, `keys = heads × d_k`), `heads` times wider attention products, values per class
-        (`batch × labels × d²`), against the key and value projections of every token (`tokens × (keys + d) × d`)
-        and the attention products."""
-        labels, hidden = self.label_embeddings.shape
-        tokens, keys = batch_size * seq_len, self.num_heads * self.key_size
-        fused = tokens * (keys + hidden) * (hidden + labels)
-        folded = (
-            labels * keys * hidden + batch_size * labels * hidden**2 + 2 * tokens * self.num_heads * labels * hidden
+    def _folded_values(
+        self, value_states: torch.Tensor, readout: LabelScorer
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A linear scorer folded into the values: `(token values (batch, heads, seq, m), class codes (labels or 1,
+        heads, m), offset (labels or 1,))` with `logit_c = Σ_h codes_c,h·(Σ_j a_c,h,j values_h,j) + offset_c + β_c`.
+
+        Exact: `e_c·P (W_O c + b_O) = Σ_h e_c·(M_h c_h) + e_c·P b_O` with `M = P W_O` cut into one `(r, d_h)` slice per
+        head, and `M_h Σ_j a_j V_h,j = Σ_j a_j (M_h V_h,j)`. When `r ≤ d_h` each token gets `M_h V_h,j`, `r` numbers
+        per head (`M_h W_V,h` folded into one map); otherwise (a full-rank scorer per class) the values stay `V_h,j`
+        and the codes become `(e_c M)_h`.
+        """
+        codes, basis = readout.class_weights(self.descriptions), readout.readout_map()  # (labels or 1, r), (r, d)|None
+        out_map = self.output.weight if basis is None else basis @ self.output.weight  # M: (r, hidden)
+        offset = codes @ (self.output.bias if basis is None else basis @ self.output.bias)  # e_c·P b_O
+        heads, head_size, rank = self.num_heads, self.head_size, out_map.shape[0]
+        head_maps = out_map.view(rank, heads, head_size)  # M_h
+        if rank <= head_size:
+            value_maps = torch.einsum("rhk,hkd->hrd", head_maps, self.value.weight.view(heads, head_size, -1))
+            value_biases = torch.einsum("rhk,hk->hr", head_maps, self.value.bias.view(heads, head_size))
+            values = nn.functional.linear(value_states, value_maps.flatten(0, 1), value_biases.flatten())
+            return self._split_heads(values), codes[:, None, :].expand(-1, heads, -1), offset
+        values = self._split_heads(self.value(value_states))  # (batch, heads, seq, d_h)
+        return values, (codes @ out_map).view(-1, heads, head_size), offset
+
+    def _fused(
+        self, hidden_states: torch.Tensor, values: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor
+    ) -> torch.Tensor:
+        """The class contexts `(batch, heads, labels, d_h)` of `values (batch, heads, seq, d_h)`, weighed by the fused
+        kernel, which never stores the weights."""
+        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_k)
+        return nn.functional.scaled_dot_product_attention(
+            self._split_heads(queries).expand(hidden_states.shape[0], -1, -1, -1),
+            keys,
+            values,
+            attn_mask=visible[:, None, None, :],
+            scale=1 / math.sqrt(self.key_size),
         )
-        return folded < fused
 
-    def _folded(
-        self,
-        hidden_states: torch.Tensor,
-        value_states: torch.Tensor,
-        queries: torch.Tensor,
-        visible: torch.Tensor,
-        out_weight: torch.Tensor,
-        out_bias: torch.Tensor,
-    ) -> torch.Tensor:
-        """Outputs `(batch, labels, outputs)` with `W_K` folded into the queries and `W_V` applied after the weighting
-        (or, for a readout, folded into it): the heads attend over the token vectors themselves.
-
-        Exact: `q_h·(W_K,h x + b_K,h) = (q_h W_K,h)·x + q_h·b_K,h`; the weights sum to 1, so
-        `Σ_j a_j (W_V,h x_j + b_V,h) = W_V,h (Σ_j a_j x_j) + b_V,h`. (The softmax ignores `q_h·b_K,h`, constant over
-        the tokens, but it is kept: every parameter then takes part, as DDP requires, with its true gradient 0.)
-        """
-        labels, hidden = queries.shape[0], hidden_states.shape[-1]
-        outputs = out_weight.shape[0]
-        heads, head_size, key_size = self.num_heads, self.head_size, self.key_size
-        key_maps = self.key.weight.view(heads, key_size, hidden)  # W_K,h
-        value_maps = self.value.weight.view(heads, head_size, hidden)  # W_V,h
-        # q_h W_K,h for every class and head, in (class, head) order to match the contexts below.
-        head_queries = queries.view(labels, heads, key_size) / math.sqrt(key_size)
-        folded_queries = torch.einsum("thk,hkd->thd", head_queries, key_maps).reshape(labels * heads, hidden)
-        key_bias_terms = (head_queries * self.key.bias.view(heads, key_size)).sum(-1).flatten()  # q_h·b_K,h
-        scores = nn.functional.linear(hidden_states, folded_queries, key_bias_terms)  # (batch, seq, labels * heads)
-        weights = torch.softmax(scores.masked_fill(~visible[:, :, None], float("-inf")), dim=1)
-        context = torch.bmm(weights.transpose(1, 2), value_states)  # Σ_j a_j x_j: (batch, labels * heads, hidden)
-        context = context.view(-1, labels, heads, hidden)
-        bias = out_bias + out_weight @ self.value.bias  # b_V passes the weighting unchanged, then the output map
-        if outputs < hidden:  # a readout: W_V,h folds into its slice of the output map, one vector per head
-            out_maps = torch.einsum("ohk,hkd->ohd", out_weight.view(outputs, heads, head_size), value_maps)
-            return nn.functional.linear(context.flatten(-2), out_maps.flatten(-2), bias)
-        values = torch.einsum("bthd,hkd->bthk", context, value_maps).flatten(-2)
-        return nn.functional.linear(values, out_weight, bias)
-
-    def _value_folded(
-        self,
-        hidden_states: torch.Tensor,
-        value_states: torch.Tensor,
-        queries: torch.Tensor,
-        visible: torch.Tensor,
-        out_weight: torch.Tensor,
-        out_bias: torch.Tensor,
-    ) -> torch.Tensor:
-        """Scores `(batch, labels, 1)` of a readout folded into the output map (`out_weight (1, hidden)`).
-
-        Exact: `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h·V_j,h)`, and `u_h·V_j,h = (u_h W_V,h)·x_j + u_h·b_V,h`: one number per
-        token and head, `(batch, seq, heads)` for `batch × seq × hidden × heads` multiply-adds. What is left per class
-        is `Q K^T` and a weighted sum of those numbers.
-        """
-        heads, head_size = self.num_heads, self.head_size
-        head_readouts = out_weight.view(heads, head_size)  # u_h
-        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, -1))
-        token_biases = (head_readouts * self.value.bias.view(heads, head_size)).sum(-1)
-        token_scores = nn.functional.linear(value_states, token_maps, token_biases).permute(2, 0, 1)  # (h, b, seq)
-        blocks = self._weight_blocks(hidden_states, queries, visible)
-        # (block, batch) per block of classes; the sum is 2-3x faster than einsum's permuting copy.
-        class_scores = [(weights * token_scores[:, None]).sum((0, 3)) for _, weights in blocks()]
-        return (torch.cat(class_scores).T + out_bias).unsqueeze(-1)
-
-    def _contributions(
+    def _blocked(
         self,
         hidden_states: torch.Tensor,
         value_states: torch.Tensor,
         queries: torch.Tensor,
         is_token: torch.Tensor,
         visible: torch.Tensor,
-        out_weight: torch.Tensor,
-        output_attentions: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """Each token's term in every class's score of a readout folded into the output map (`out_weight (1, hidden)`):
-        `(batch, labels, seq)`, 0 on padding; the weights when asked for (the contributions are then theirs); and the
-        reference `r (batch, heads)` the terms are measured from.
+        readout: LabelScorer,
+        weights: torch.Tensor | None,
+        output_contributions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The logits of a linear scorer before its biases, `(batch, labels)`, from the weights of one block of
+        classes at a time (or from `weights`, when they were formed); with `output_contributions`, also each token's
+        term in every class's logit, `(batch, labels, seq)`, 0 on padding, and the logits computed as their sum.
 
-        Exact: as in `_value_folded`, `u_h·Σ_j a_j V_j,h = Σ_j a_j (u_h W_V,h)·x_j + u_h·b_V,h`, and since a head's
-        weights sum to 1 over the real tokens, `Σ_j a_h,j s_j,h = Σ_j a_h,j (s_j,h − r_h) + r_h` for any `r_h`. The
-        terms are `Σ_h a_h,j (s_j,h − r_h)`, the token values `s_j,h = (u_h W_V,h)·x_j` measured from what the average
-        class reads, `r_h = Σ_j ā_h,j s_j,h` (`ā` the weights averaged over the classes): adding a constant to every
-        value of a head adds it to every class's score, so only a token's value against what the classes read says
-        what a class found in it. Measured from 0 instead, a token that lowers every class's value, and its own
-        class's least, would count against that class. With this reference the scores' part no token carries is
-        the average class's score, `Σ_h r_h` plus the biases.
-        The same blocks of classes as `_value_folded`, twice (the average weights first, then the terms): the extra
-        memory is the output.
+        Logits: `Σ_h codes_c,h·(Σ_j a_c,h,j values_h,j) + offset_c` (see `_folded_values`), one product of the
+        weights with `m` numbers per token and head.
+
+        Terms: with `s_c,h,j = codes_c,h·values_h,j` the logit is `Σ_h Σ_j a_c,h,j s_c,h,j + offset_c + β_c`, and since
+        a head's weights sum to 1 over the real tokens, `Σ_j a_c,h,j s_c,h,j = Σ_j a_c,h,j (s_c,h,j − r_c,h) + r_c,h`
+        for any `r_c,h`. The terms are `Σ_h a_c,h,j (s_c,h,j − r_c,h)`, each token's value measured from what the
+        class's scorer finds where the average class looks, `r_c,h = Σ_j ā_h,j s_c,h,j` (`ā` the weights averaged
+        over the classes): adding a constant to every value of a head adds it to the logit whatever the weights, so
+        only a token's value against what the classes read says what a class found in it. Measured from 0 instead,
+        a token that lowers every class's value, and its own class's least, would count against that class. With a
+        shared scorer the part no token carries is the average class's logit, the same for every class. The blocks
+        are computed twice (the average weights first, then the terms): the extra memory is the output.
         """
-        heads, head_size = self.num_heads, self.head_size
-        head_readouts = out_weight.view(heads, head_size)  # u_h
-        token_maps = torch.einsum("hk,hkd->hd", head_readouts, self.value.weight.view(heads, head_size, -1))
-        token_scores = nn.functional.linear(value_states, token_maps)  # (u_h W_V,h)·x_j: (batch, seq, heads)
-        # 0 on padding, so that its terms are 0 even in a text of only padding, whose weights see every position.
-        token_scores = token_scores.masked_fill(~is_token[:, :, None], 0.0)
-        if output_attentions:
-            weights = self._weights(hidden_states, queries, is_token, visible)
-            reference = torch.einsum("bhj,bjh->bh", weights.mean(2), token_scores)
-            shifted = (token_scores - reference[:, None, :]).masked_fill(~is_token[:, :, None], 0.0)
-            return torch.einsum("bhcj,bjh->bcj", weights, shifted), weights, reference
-        blocks = self._weight_blocks(hidden_states, queries, visible)
-        mean_weights = sum(block.sum(1) for _, block in blocks()) / queries.shape[0]  # (heads, batch, seq)
-        reference = torch.einsum("hbj,bjh->bh", mean_weights, token_scores)
-        shifted = (token_scores - reference[:, None, :]).masked_fill(~is_token[:, :, None], 0.0).permute(2, 0, 1)
-        contributions = token_scores.new_empty(hidden_states.shape[0], queries.shape[0], hidden_states.shape[1])
-        for start, block in blocks():  # written block by block
-            contributions[:, start : start + block.shape[1]] = (block * shifted[:, None]).sum(0).transpose(0, 1)
-        return contributions, None, reference
+        values, codes, offset = self._folded_values(value_states, readout)  # (b, h, seq, m), (labels or 1, h, m)
+        labels = queries.shape[0]
+        codes = codes.expand(labels, -1, -1)
+        if weights is not None:  # one block: the returned weights are the ones used
+            blocks = lambda: [(0, weights)]  # noqa: E731
+        else:
+            blocks = self._weight_blocks(hidden_states, queries, visible)
+        if not output_contributions:
+            scores = []
+            for start, block in blocks():  # (batch, heads, block, seq)
+                contexts = block @ values  # (batch, heads, block, m)
+                scores.append((contexts * codes[start : start + block.shape[2]].transpose(0, 1)).sum((1, 3)))
+            return torch.cat(scores, dim=1) + offset, None
+        real = is_token[:, None, None, :].to(values.dtype)  # the softmax of a text of only padding sees its padding
+        mean_weights = (
+            sum(block.sum(2, keepdim=True) for _, block in blocks()) / labels * real
+        )  # (batch, heads, 1, seq)
+        read = (mean_weights @ values).squeeze(2)  # what the average class reads: (batch, heads, m)
+        reference = torch.einsum("bhm,chm->bch", read, codes)  # r_c,h
+        contributions = values.new_empty(hidden_states.shape[0], labels, hidden_states.shape[1])
+        for start, block in blocks():  # (batch, heads, block, seq), written block by block
+            end = start + block.shape[2]
+            token_values = torch.einsum("chm,bhjm->bhcj", codes[start:end], values)  # s_c,h,j
+            shifted = token_values - reference[:, start:end].transpose(1, 2)[..., None]
+            contributions[:, start:end] = (block * real * shifted).sum(1)
+        return contributions.sum(-1) + reference.sum(-1) + offset, contributions
 
     def _weight_blocks(self, hidden_states: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor):
-        """A function giving, each time it is called, `(first class, weights (heads, block, batch, seq))` for one
-        block of classes after another: the weights of thousands of classes are never held at once. Every text's
-        keys side by side, so that `Q K^T` is one product per head and block of classes."""
-        batch_size, seq_len, _ = hidden_states.shape
-        heads, key_size = self.num_heads, self.key_size
-        keys = self.key(hidden_states).view(batch_size * seq_len, heads, key_size).permute(1, 2, 0)
-        padding = torch.zeros(batch_size, seq_len, device=keys.device, dtype=keys.dtype).masked_fill(
-            ~visible, float("-inf")
-        )
-        size = max(1, self.block_elements // (heads * batch_size * seq_len))
+        """A function giving, each time it is called, `(first class, weights (batch, heads, block, seq))` for one
+        block of classes after another, the weights of `_weights` before padding is zeroed: the weights of thousands
+        of classes are never held at once. (Traced or compiled, one block: its size would depend on the batch's
+        shape.)
+
+        With few classes (`labels × (d + 1 − d_k) < d × d_k`, by a multiply-add count), `W_K` folds into the queries
+        and the heads compare them with the token vectors themselves, `[x, 1]`: `q_h·(W_K,h x + b_K,h) =
+        (q_h W_K,h)·x + q_h·b_K,h`, and no `(seq, d) × (d, heads × d_k)` key projection is paid. (The softmax ignores
+        `q_h·b_K,h`, constant over the tokens, but it is kept: every parameter then takes part, as DDP requires.)
+        """
+        batch_size, seq_len, hidden = hidden_states.shape
+        heads, key_size, labels = self.num_heads, self.key_size, queries.shape[0]
+        head_queries = self._split_heads(queries) / math.sqrt(key_size)  # (heads, labels, d_k)
+        if labels * (hidden + 1 - key_size) < hidden * key_size:
+            key_maps = self.key.weight.view(heads, key_size, hidden)  # W_K,h
+            key_biases = self.key.bias.view(heads, 1, key_size)
+            head_queries = torch.cat([head_queries @ key_maps, (head_queries * key_biases).sum(-1, keepdim=True)], -1)
+            tokens = torch.cat([hidden_states, hidden_states.new_ones(batch_size, seq_len, 1)], dim=-1)
+            keys = tokens.transpose(1, 2)[:, None]  # (batch, 1, d + 1, seq)
+        else:
+            keys = self.key(hidden_states).view(batch_size, seq_len, heads, key_size).permute(0, 2, 3, 1)
+        padding = torch.zeros(batch_size, 1, 1, seq_len, device=keys.device, dtype=keys.dtype)
+        padding = padding.masked_fill(~visible[:, None, None, :], float("-inf"))
+        size = labels if is_traced() else max(1, self.block_elements // (heads * batch_size * seq_len))
 
         def blocks():
-            for start in range(0, queries.shape[0], size):
-                block_queries = self._split_heads(queries[start : start + size]) / math.sqrt(key_size)
-                scores = torch.bmm(block_queries, keys).view(heads, -1, batch_size, seq_len) + padding
-                yield start, torch.softmax(scores, dim=-1)
+            for start in range(0, labels, size):
+                yield start, torch.softmax(head_queries[:, start : start + size] @ keys + padding, dim=-1)
 
         return blocks
-
-    def _fused(
-        self,
-        hidden_states: torch.Tensor,
-        value_states: torch.Tensor,
-        queries: torch.Tensor,
-        visible: torch.Tensor,
-        out_weight: torch.Tensor,
-        out_bias: torch.Tensor,
-    ) -> torch.Tensor:
-        """Outputs `(batch, labels, outputs)` from the fused kernel, one block of classes at a time."""
-        keys = self._split_heads(self.key(hidden_states))  # (batch, heads, seq, d_k)
-        values = self._split_heads(self.value(value_states))  # (batch, heads, seq, d_h)
-        batch_size, hidden = hidden_states.shape[0], hidden_states.shape[-1]
-        block = max(1, self.block_elements // (batch_size * hidden))
-        outputs = []
-        for block_queries in self._split_heads(queries).split(block, dim=1):  # (heads, block, d_k)
-            context = nn.functional.scaled_dot_product_attention(
-                block_queries.expand(batch_size, -1, -1, -1),
-                keys,
-                values,
-                attn_mask=visible[:, None, None, :],
-                scale=1 / math.sqrt(self.key_size),
-            )  # (batch, heads, block, d_h)
-            outputs.append(nn.functional.linear(context.transpose(1, 2).flatten(-2), out_weight, out_bias))
-        return torch.cat(outputs, dim=1)
 
 
 class TokenContext(nn.Conv1d):
@@ -485,6 +497,12 @@ def mean_contributions(hidden_states: torch.Tensor, attention_mask: torch.Tensor
     return nn.functional.linear(hidden_states, weight).transpose(1, 2) * shares[:, None, :]
 
 
+def is_traced() -> bool:
+    """Whether the forward pass is being traced or compiled (torch.export, torch.compile, torch.jit.trace), where a
+    Python branch on a tensor's values cannot run: the checks that read values are then skipped."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
 def without_pooler(encoder: PreTrainedModel) -> PreTrainedModel:
     """Drop an encoder's [CLS] pooler: it is never read, and DDP rejects parameters that get no gradient."""
     if getattr(encoder, "pooler", None) is not None:
@@ -498,6 +516,13 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _supports_sdpa = True
     _supports_attention_backend = True
+
+    @property
+    def supports_gradient_checkpointing(self) -> bool:
+        """Activation checkpointing recomputes an encoder's layers in the backward pass instead of keeping their
+        activations: `model.gradient_checkpointing_enable()` reaches the encoder's layers. The embedding backbone has
+        no layers to recompute."""
+        return self.config.backbone == "encoder"
 
     def __init__(self, config: LabelAttnConfig, *inputs, **kwargs):
         super().__init__(config, *inputs, **kwargs)
@@ -540,6 +565,16 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
                 init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
             else:  # the shared map starts the queries; the residuals start at 0 and learn what it misses
                 init.zeros_(module.label_embeddings)
+        elif isinstance(module, LabelScorer):
+            if module.kind == "per_class" and self.config.label_description_size:  # residuals beside the code map
+                init.zeros_(module.weight)
+            else:
+                init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            init.zeros_(module.bias)
+            if module.class_bias is not None:
+                init.zeros_(module.class_bias)
+            if module.basis is not None:  # rows of unit length on average: w_c = e_c P has the scale of e_c
+                init.normal_(module.basis, mean=0.0, std=module.basis.shape[-1] ** -0.5)
         elif isinstance(module, TokenContext):
             # LeCun scale: the context branch starts at the size of the token vectors it adds to, whatever the width.
             fan_in = module.in_channels * module.kernel_size[0]
@@ -601,7 +636,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
                 f"The input has {batch_and_length[1]} tokens but the model reads at most {self.config.max_seq_length}: "
                 f"tokenize with truncation=True, max_length={self.config.max_seq_length}."
             )
-        if input_ids is None:
+        if input_ids is None or is_traced():  # reading the ids' values is a data-dependent branch: eager mode only
             return
         lowest, highest = int(input_ids.min()), int(input_ids.max())
         if lowest < 0 or highest >= self.config.vocab_size:
@@ -620,7 +655,7 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        readout: nn.Linear | None = None,
+        readout: "LabelScorer | None" = None,
         output_label_contributions: bool = False,
         **kwargs,
     ) -> LabelAttnModelOutput | tuple:
@@ -633,9 +668,9 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             output_attentions: return `label_attentions` and the encoder's `attentions`. An encoder running with
                 `sdpa` attention returns no weights, so the first call that asks for them switches the encoder to
                 eager attention for good (the results are the same, computed a little more slowly).
-            readout: a scoring layer `hidden -> 1` shared by the classes (label attention only): `class_scores`
-                holds its score of every class vector, computed without forming the vectors (`pooler_output` is
-                None then). [`LabelAttnForSequenceClassification`] passes its classifier.
+            readout: a `LabelScorer` (label attention only): `class_scores` holds its score of every class vector,
+                computed without forming the vectors where the scorer is linear (`pooler_output` is None then).
+                [`LabelAttnForSequenceClassification`] passes its classifier.
             output_label_contributions: with a `readout`, return `label_contributions`, each position's exact term
                 in each class score, and `label_contribution_bias`, the part no position carries; `class_scores` is
                 then computed as their sum. Not in training with `attention_dropout`, whose rescaled weights no
@@ -648,6 +683,13 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
             raise LabelAttnInputError(
                 "Label contributions are the terms of class scores, which the base model forms only with a scoring "
                 "layer: call LabelAttnForSequenceClassification, or pass readout= (pooling='label_attention')."
+            )
+        if output_label_contributions and not readout.is_linear:
+            raise LabelAttnInputError(
+                f"Label contributions are exact only for a scorer linear in the class vectors, and scorer="
+                f"'{self.config.scorer}' is not: it divides each class vector by its own root mean square, so no "
+                "per-token terms sum to the logit. Explain this model with integrated_gradients, or train it with "
+                "scorer='per_class' (or 'shared', 'class_bias'), whose label contributions are exact."
             )
         if output_label_contributions and self.training and self.label_attention.attention_dropout.p > 0:
             raise LabelAttnInputError(
@@ -713,16 +755,18 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
 
 
 class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
-    """[`LabelAttnModel`] and a scoring layer: `W_head (d, 1)` shared by the class vectors of label attention,
-    or `W (d, num_labels)` on the mean-pooled vector."""
+    """[`LabelAttnModel`] and a scoring layer: the `LabelScorer` of `config.scorer` on the class vectors of label
+    attention, or `W (d, num_labels)` on the mean-pooled vector."""
 
     def __init__(self, config: LabelAttnConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.labelattn = LabelAttnModel(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
-        outputs_per_vector = 1 if config.pooling == "label_attention" else config.num_labels
-        self.classifier = nn.Linear(config.hidden_size, outputs_per_vector)
+        if config.pooling == "label_attention":
+            self.classifier = LabelScorer(config)
+        else:
+            self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
     @classmethod
@@ -762,8 +806,8 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
                 "Label contributions are exact only without classifier dropout, which acts in training: call "
                 "model.eval() first, or set classifier_dropout=0."
             )
-        # Label attention scores every class vector with one shared layer, which folds into the head (see
-        # `LabelAttention`), unless dropout must act on the class vectors between the two.
+        # Label attention's scorer folds into the head where it is linear (see `LabelAttention`), unless dropout must
+        # act on the class vectors between the two.
         folds = self.config.pooling == "label_attention" and not (self.training and self.dropout.p > 0)
         outputs = self.labelattn(
             input_ids=input_ids,
@@ -785,10 +829,15 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             contribution_bias = self.classifier.bias.expand(contributions.shape[:2])
             logits = contributions.sum(-1) + contribution_bias
         else:
-            logits = self.classifier(self.dropout(outputs.pooler_output))
-            if self.config.pooling == "label_attention":
-                logits = logits.squeeze(-1)  # (batch, labels, 1) -> (batch, labels)
+            head = self.labelattn.label_attention
+            vectors = self.dropout(outputs.pooler_output)
+            logits = self.classifier(vectors) if head is None else self.classifier(vectors, head.descriptions)
 
+        if self.config.temperature is not None:  # calibrated: every term scaled alike, so their sum is still the logit
+            logits = logits / self.config.temperature
+            if contributions is not None:
+                contributions = contributions / self.config.temperature
+                contribution_bias = contribution_bias / self.config.temperature
         loss = self.loss(logits, labels) if labels is not None else None
         output = LabelAttnSequenceClassifierOutput(
             loss=loss,
@@ -811,7 +860,7 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
                 raise LabelAttnInputError(
                     f"Single-label targets must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}."
                 )
-            if int(labels.min()) < 0 or int(labels.max()) >= self.num_labels:
+            if not is_traced() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
                 raise LabelAttnInputError(f"Labels must be class indices in [0, {self.num_labels}).")
             return nn.functional.cross_entropy(logits, labels.long())
         if labels.shape != logits.shape:
@@ -834,4 +883,5 @@ __all__ = [
     "LabelAttnPreTrainedModel",
     "LabelAttnSequenceClassifierOutput",
     "LabelDescriptions",
+    "LabelScorer",
 ]

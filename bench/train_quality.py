@@ -54,6 +54,17 @@ VARIANTS = {
     "classifier-dropout": ["--classifier-dropout", "0.1"],  # the class vectors formed and dropped out
     "random": ["--embeddings", "random", "--hidden-size", "128"],
     "model2vec": ["--embeddings", "model2vec", "--hidden-size", "256"],
+    # How a class vector becomes its logit (docs/model.md): the scorer choices, with the rest of the defaults.
+    "shared": ["--scorer", "shared"],
+    "class-bias": ["--scorer", "class_bias"],
+    "per-class": ["--scorer", "per_class"],
+    "per-class-r16": ["--scorer", "per_class", "--scorer-rank", "16"],
+    "normed": ["--scorer", "normed"],
+    # The cost levers at thousands of classes: one head with keys of 32.
+    "shared-1h-k32": ["--scorer", "shared", "--num-attention-heads", "1", "--attention-key-size", "32"],
+    "per-class-r16-1h-k32": [
+        *["--scorer", "per_class", "--scorer-rank", "16", "--num-attention-heads", "1", "--attention-key-size", "32"]
+    ],
 }
 
 

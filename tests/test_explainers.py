@@ -398,7 +398,7 @@ def keyword_lowers_every_logit(tokenizer):
     least: every token but the keyword embeds to 0; the keyword brings the value -3 to whatever attends to it; the
     classes `other_*` attend to every token alike, while `planted` looks away from the keyword. So the planted class
     wins a text with the keyword because the others fall more: on the raw logit, the keyword counts against it."""
-    model = make_model("embedding", num_labels=3, hidden_size=4, num_attention_heads=1)
+    model = make_model("embedding", num_labels=3, hidden_size=4, num_attention_heads=1, scorer="shared")
     keyword = tokenizer.convert_tokens_to_ids(PLANTED_WORD)
     attention = model.labelattn.label_attention
     with torch.no_grad():

@@ -127,6 +127,23 @@ def add_model_options(group: DeclaredGroup) -> None:
         help="Width of each head's queries and keys (default: the values' width, hidden size / heads); comparing "
         "every class with every token costs in proportion to it, the head's main cost at thousands of classes.",
     )
+    group.add_argument(
+        "--scorer",
+        choices=["shared", "class_bias", "per_class", "normed"],
+        default="per_class",
+        help="How label attention turns a class vector into its logit (see docs/model.md): one scorer shared by "
+        "the classes ('shared'), plus a bias per class ('class_bias'), a scorer per class ('per_class', see "
+        "--scorer-rank), or an RMS norm before the shared scorer ('normed'; its label contributions are refused). "
+        "Default: 'per_class', the most accurate of the linear scorers, whose label contributions stay exact.",
+    )
+    group.add_argument(
+        "--scorer-rank",
+        type=int,
+        default=None,
+        help="With --scorer per_class: each class's scorer is its code of this many numbers read through a basis "
+        "shared by the classes, so each token carries this many numbers per head instead of the hidden size "
+        "(default: none, a full scorer per class).",
+    )
     group.add_argument("--max-length", type=int, default=128, help="Tokens read per text (default: 128).")
     group.add_argument(
         "--classifier-dropout",

@@ -38,6 +38,8 @@ def build_model(
         pooling=args.pooling,
         num_attention_heads=args.num_attention_heads,
         attention_key_size=args.attention_key_size,
+        scorer=args.scorer,
+        scorer_rank=args.scorer_rank,
         initializer_range=args.initializer_range,
         classifier_dropout=args.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",

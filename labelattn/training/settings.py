@@ -21,6 +21,9 @@ PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file
 # Numeric options and the values they take (every float must also be finite).
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
 AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # attention_key_size: None or >= 1
+AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
+# What a run's saved settings meant for options added since: runs made before them compare as these values.
+SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None}
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -38,6 +41,8 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if args.freeze_embeddings is None:
         args.freeze_embeddings = kind == "embedding" and args.embeddings != "random"
     check_numbers(args)
+    if args.scorer_rank is not None and args.scorer != "per_class":
+        raise TrainingError("--scorer-rank sets the rank of a per-class scorer: add --scorer per_class, or drop it.")
     if args.label_descriptions and args.pooling != "label_attention":
         raise TrainingError("--label-descriptions computes label-attention queries: drop it, or --pooling mean.")
     if args.label_residual_dropout is not None and not args.label_descriptions:
@@ -101,7 +106,7 @@ def settings_of(args: argparse.Namespace) -> dict:
 
 def saved_settings(folder: Path) -> dict | None:
     path = folder / SETTINGS_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return {**SAVED_BEFORE, **json.loads(path.read_text())} if path.is_file() else None
 
 
 def run_inputs(args: argparse.Namespace) -> dict[str, Path]:
