@@ -53,6 +53,23 @@ def test_a_class_without_rows_gets_its_query_from_its_description_alone(tokenize
     assert not torch.allclose(other.labelattn.label_attention.label_queries()[1], queries[1])
 
 
+@pytest.mark.parametrize("scorer", ["per_class", "class_bias"])
+def test_a_class_without_rows_gets_its_scorer_from_its_description_alone(tokenizer, scorer):
+    model = described_model(tokenizer, scorer=scorer)
+    layer, descriptions = model.classifier, model.labelattn.label_attention.descriptions
+    own = layer.bias if scorer == "per_class" else layer.class_bias  # each class's own bias (its residual)
+    shared = 0.0 if scorer == "per_class" else layer.bias.detach().clone()
+    codes, biases = layer.class_weights(descriptions).detach(), layer.biases(descriptions).detach() - shared
+    with torch.no_grad():
+        layer.weight.normal_()  # new residuals (per_class: the codes; class_bias: the shared scorer)
+        own.normal_()
+        new_codes, new_biases = layer.class_weights(descriptions), layer.biases(descriptions) - shared
+    assert torch.equal(new_biases[1], biases[1])  # the class without rows: its description's bias alone
+    assert not torch.allclose(new_biases[[0, 2]], biases[[0, 2]])
+    if scorer == "per_class":
+        assert torch.equal(new_codes[1], codes[1]) and not torch.allclose(new_codes[[0, 2]], codes[[0, 2]])
+
+
 def test_residual_dropout_leaves_whole_rows_out_in_training_only(tokenizer):
     model = described_model(tokenizer, trained=("class_0", "class_1", "class_2"), label_residual_dropout=0.5)
     head = model.labelattn.label_attention
