@@ -96,6 +96,18 @@ class LabelAttnConfig(PretrainedConfig):
             The logits (and label contributions, so that they still sum to them) are divided by it: a temperature
             fitted after training on held-out rows (calibration) makes the softmax's probabilities honest without
             changing which class wins. A finite number > 0; None (the default) scales nothing.
+        label_description_size (`int`, *optional*):
+            Width of the description vectors the model stores, one per class (`labelattn train
+            --label-descriptions`: the mean of the backbone's token vectors over the class's description, so the
+            backbone's width). When set, label attention's label embeddings are *computed* from them: `e_c = M v̂_c +
+            r_c`, `v̂_c` the class's description vector at unit length, `M` a linear map shared by the classes and
+            trained with them, `r_c` a free residual that only classes with training rows have (0 for the others,
+            whatever it holds). A class no training row shows still gets a query, through the map that training
+            taught. None (the default, and every checkpoint made before the option): one free embedding per class.
+        label_residual_dropout (`float`, *optional*, defaults to 0.0):
+            With `label_description_size`: the probability that, in a training step, a class's residual `r_c` is
+            left out (the whole row, not rescaled), so that the class is scored as a class without rows would be
+            and the shared map, not the residuals, learns to carry what a description says.
         label_hierarchy (`dict`, *optional*):
             The classes as the bottom level of a tree of coarser groups (ICD-10-CM's chapter > block > category):
             `{"levels": ["chapter", "block", "category"], "ancestors": {"A00": ["A00-B99", "A00-A09"], ...}}`,
@@ -135,6 +147,8 @@ class LabelAttnConfig(PretrainedConfig):
     classifier_dropout: float = 0.1
     initializer_range: float = 0.02
     temperature: float | None = None
+    label_description_size: int | None = None
+    label_residual_dropout: float = 0.0
     label_hierarchy: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):
@@ -225,8 +239,31 @@ class LabelAttnConfig(PretrainedConfig):
                 "or 'multi_label_classification'."
             )
 
+        self._check_label_descriptions()
         if self.label_hierarchy is not None:
             self._check_label_hierarchy()
+
+    def _check_label_descriptions(self) -> None:
+        size = self.label_description_size
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+            raise LabelAttnConfigError(
+                f"label_description_size must be a positive integer (the width of the description vectors) or None, "
+                f"got {size!r}."
+            )
+        if size is not None and self.pooling != "label_attention":
+            raise LabelAttnConfigError(
+                f"label_description_size computes label-attention queries from the classes' descriptions, but "
+                f"pooling={self.pooling!r} has no queries: use pooling='label_attention', or drop the descriptions."
+            )
+        if not 0.0 <= self.label_residual_dropout < 1.0:
+            raise LabelAttnConfigError(
+                f"label_residual_dropout is a probability in [0, 1), got {self.label_residual_dropout!r}."
+            )
+        if self.label_residual_dropout > 0 and size is None:
+            raise LabelAttnConfigError(
+                "label_residual_dropout drops the residuals of queries computed from descriptions, which this config "
+                "does not have: set label_description_size too, or leave label_residual_dropout at 0."
+            )
 
     def _check_label_hierarchy(self) -> None:
         hierarchy = self.label_hierarchy if isinstance(self.label_hierarchy, dict) else {}

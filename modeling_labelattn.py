@@ -41,8 +41,8 @@ class LabelAttnModelOutput(ModelOutput):
         pooler_output (`torch.FloatTensor`, *optional*):
             One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
             token vectors, `(batch, hidden_size)`, for mean pooling. A text of only padding gets vectors of 0 with
-            both poolings, so its logits are the scorer's biases alone.
-            None when a `readout` was passed: then the class vectors are not returned (nor formed, for a linear one).
+            both poolings, so its logits are the classifier's bias alone (equal for every class with label attention).
+            None when a `readout` was passed: then the class vectors are never formed.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
             `output_hidden_states=True` and the backbone is an encoder.
@@ -54,26 +54,26 @@ class LabelAttnModelOutput(ModelOutput):
             tensor that weighted the values in this forward pass. Each row sums to 1 over the real tokens and is
             exactly 0 on padding (a text of only padding gets a row of zeros).
         class_scores (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
-            `readout(class vector)` for every class, when a `readout` scorer was passed (label attention only).
+            `readout(class vector)` for every class, when a `readout` layer was passed (label attention only).
         label_contributions (`torch.FloatTensor` of shape `(batch, num_labels, seq_len)`, *optional*):
-            When `output_label_contributions=True` (with a linear `readout`): each position's exact term in each
-            class's score, `Σ_h A[c, h, t] (s_c,t,h − r_c,h)` with the token value `s_c,t,h = (u_c,h W_V,h)·v_t`
-            measured from what class c's scorer finds where the average class looks, `r_c,h = Σ_t mean_c' A[c', h, t]
-            s_c,t,h` (see `LabelAttention._blocked` for why), where `u_c,h` is head h's slice of `W_Oᵀ w_c` (class
-            c's scorer folded into the output map; the same `w` for every class with a shared scorer) and `v_t` the
-            vector the values read at position t: on the embedding backbone the token's own embedding (the token
-            context steers only the weights), on the encoder backbone the final layer's output at t, which has
-            already mixed in the text (the terms are per final-layer position). Exactly 0 on padding, and
-            everywhere for a text of only padding. `class_scores` is computed from them in the same call:
-            `class_scores = label_contributions.sum(-1) + label_contribution_bias`.
+            When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
+            score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from what
+            the average class reads, `r_h = Σ_t mean_c A[c, h, t] s_t,h` (see `LabelAttention._contributions` for
+            why), where `u_h` is head
+            h's slice of `W_Oᵀ w` (the readout folded into the output map) and `v_t` the vector the values read at
+            position t: on the embedding backbone the
+            token's own embedding (the token context steers only the weights), on the encoder backbone the final
+            layer's output at t, which has already mixed in the text (the terms are per final-layer position).
+            Exactly 0 on padding, and everywhere for a text of only padding. `class_scores` is
+            computed from them in the same call: `class_scores = label_contributions.sum(-1) +
+            label_contribution_bias`.
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
-            label_contributions.sum(-1)`. It is `β_c + w_c·b_O + Σ_h u_c,h·b_V,h + Σ_h r_c,h` (the value bias and
-            the reference pass the weighting unchanged, since the weights sum to 1 over the real tokens), `β_c` the
-            scorer's bias. With a shared scorer it is the average class's score, the same for every class up to float
-            rounding, so it cancels in every difference of classes and in the softmax; with a per-class scorer it is
-            what each class's scorer finds where the average class looks, plus its bias. A text of only padding has
-            `β_c` alone.
+            label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w + Σ_h r_h` (the value bias and the
+            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the mean of the
+            classes' scores (the average class's), the same for every class up to float rounding, so it cancels in
+            every difference of classes and in the softmax; a text of only padding has `b_w` (the readout's bias)
+            alone.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -121,6 +121,44 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
     label_contribution_bias: torch.FloatTensor | None = None
 
 
+class LabelDescriptions(nn.Module):
+    """What each class is given from its description (`config.label_description_size`): `map(v̂_c) + r_c`.
+
+    `v_c (num_labels, label_description_size)` is a buffer, saved with the weights: one vector per class for its
+    description (`labelattn train --label-descriptions` stores the mean of the backbone's token vectors over it), read
+    at unit length `v̂_c`. Each map is linear, shared by every class and trained with them; `r_c` is the class's free
+    parameter, its residual beside the map, which only a class with training rows has (`has_rows[c]`; for the others
+    it counts as 0). So a class no training row shows still gets, through maps that training taught:
+    - its label embedding `e_c = M v̂_c + r_c`, and so its query (`forward`, `LabelAttention.label_queries`);
+    - with a scorer per class, its code `C v̂_c + r_c` (`code_map`) and with a bias per class its bias `β·v̂_c + r_c`
+      (`bias_map`): the scorer of `LabelScorer`, which decides what the tokens the class attends to are worth.
+    In training, each class's residuals are left out with probability `config.label_residual_dropout` (a row at a
+    time, not rescaled), so that the maps cannot leave their work to the residuals.
+    """
+
+    def __init__(self, config: LabelAttnConfig):
+        super().__init__()
+        size, scorer = config.label_description_size, config.scorer
+        self.vectors = nn.Buffer(torch.zeros(config.num_labels, size))
+        self.has_rows = nn.Buffer(torch.ones(config.num_labels, dtype=torch.bool))
+        self.map = nn.Linear(size, config.hidden_size)
+        self.code_map = nn.Linear(size, config.scorer_rank or config.hidden_size) if scorer == "per_class" else None
+        self.bias_map = nn.Linear(size, 1) if scorer in ("per_class", "class_bias") else None
+        self.residual_dropout = config.label_residual_dropout
+
+    def described(self, described_map: nn.Linear, residuals: torch.Tensor) -> torch.Tensor:
+        """`described_map(v̂_c) + r_c` for every class, `residuals (labels, n)` -> `(labels, n)`."""
+        vectors = self.vectors / self.vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # v̂: (labels, size)
+        kept = self.has_rows.to(residuals.dtype)  # (labels,)
+        if self.training and self.residual_dropout > 0:
+            kept = kept * torch.bernoulli(torch.full_like(kept, 1 - self.residual_dropout))
+        return described_map(vectors.to(described_map.weight.dtype)) + residuals * kept[:, None]
+
+    def forward(self, residuals: torch.Tensor) -> torch.Tensor:
+        """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
+        return self.described(self.map, residuals)
+
+
 class LabelScorer(nn.Module):
     """How a class vector `z_c` becomes its logit, `config.scorer` (label attention only):
 
@@ -155,24 +193,33 @@ class LabelScorer(nn.Module):
         """Whether the logit is linear in the class vector, so that the scorer folds into the head."""
         return self.kind != "normed"
 
-    def class_weights(self) -> torch.Tensor:
-        """The classes' codes `e_c`, `(num_labels, r)`, or `(1, 1)` when the classes share the scorer."""
-        return self.weight if self.kind == "per_class" else self.weight.new_ones(1, 1)
+    def class_weights(self, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
+        """The classes' codes `e_c`, `(num_labels, r)`, or `(1, 1)` when the classes share the scorer; computed from
+        the classes' `descriptions` where the model has them (`LabelDescriptions`)."""
+        if self.kind != "per_class":
+            return self.weight.new_ones(1, 1)
+        return self.weight if descriptions is None else descriptions.described(descriptions.code_map, self.weight)
 
     def readout_map(self) -> torch.Tensor | None:
         """`P (r, d)`, the map shared by the classes that their codes read; None for the identity."""
         return self.basis if self.kind == "per_class" else self.weight
 
-    def biases(self) -> torch.Tensor:
-        """`β_c`, `(num_labels,)`, or `(1,)` when the classes share it."""
-        return self.bias if self.class_bias is None else self.bias + self.class_bias
+    def biases(self, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
+        """`β_c`, `(num_labels,)`, or `(1,)` when the classes share it; computed from the classes' `descriptions`
+        where the model has them."""
+        own = self.bias if self.kind == "per_class" else self.class_bias  # (labels,) or None
+        if own is not None and descriptions is not None:
+            own = descriptions.described(descriptions.bias_map, own[:, None])[:, 0]
+        if self.kind == "per_class":
+            return own
+        return self.bias if own is None else self.bias + own
 
-    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
+    def forward(self, vectors: torch.Tensor, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
         """`(batch, num_labels, hidden)` class vectors -> `(batch, num_labels)` logits, by definition."""
         if self.kind == "normed":
             vectors = nn.functional.rms_norm(vectors, vectors.shape[-1:], eps=1e-6)
         projected = vectors if self.readout_map() is None else nn.functional.linear(vectors, self.readout_map())
-        return (projected * self.class_weights()).sum(-1) + self.biases()
+        return (projected * self.class_weights(descriptions)).sum(-1) + self.biases(descriptions)
 
 
 class LabelAttention(nn.Module):
@@ -202,7 +249,9 @@ class LabelAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads  # of the values
         self.key_size = config.attention_key_size or self.head_size  # of the queries and keys
+        # Each class's free embedding, or with descriptions its residual beside the shared map (`label_queries`).
         self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, config.hidden_size))
+        self.descriptions = LabelDescriptions(config) if config.label_description_size else None
         self.query = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
         self.key = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
@@ -211,8 +260,12 @@ class LabelAttention(nn.Module):
         self.attention_dropout = nn.Dropout(config.attention_dropout)
 
     def label_queries(self) -> torch.Tensor:
-        """Every class's queries, `(num_labels, heads × d_k)`."""
-        return self.query(self.label_embeddings)
+        """Every class's query `(labels, heads × d_k)`: `W_Q e_c + b_Q`, with `e_c` the class's free embedding, or,
+        where the config has descriptions, the embedding its description gives (`LabelDescriptions`)."""
+        embeddings = self.label_embeddings
+        if self.descriptions is not None:
+            embeddings = self.descriptions(embeddings)
+        return self.query(embeddings)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """`(..., n, heads × size)` -> `(..., heads, n, size)` (queries and keys, or values)."""
@@ -271,8 +324,8 @@ class LabelAttention(nn.Module):
         # torch.export traces it; the fill costs one pass over the output.
         if vectors is not None:
             vectors = vectors.masked_fill(is_empty[:, None, None], 0.0)  # (batch, labels, hidden)
-            return (vectors if readout is None else readout(vectors)), weights, contributions
-        return scores.masked_fill(is_empty[:, None], 0.0) + readout.biases(), weights, contributions
+            return (vectors if readout is None else readout(vectors, self.descriptions)), weights, contributions
+        return scores.masked_fill(is_empty[:, None], 0.0) + readout.biases(self.descriptions), weights, contributions
 
     def _weights(
         self, hidden_states: torch.Tensor, queries: torch.Tensor, is_token: torch.Tensor, visible: torch.Tensor
@@ -294,7 +347,7 @@ class LabelAttention(nn.Module):
         per head (`M_h W_V,h` folded into one map); otherwise (a full-rank scorer per class) the values stay `V_h,j`
         and the codes become `(e_c M)_h`.
         """
-        codes, basis = readout.class_weights(), readout.readout_map()  # (labels or 1, r), (r, hidden) or None
+        codes, basis = readout.class_weights(self.descriptions), readout.readout_map()  # (labels or 1, r), (r, d)|None
         out_map = self.output.weight if basis is None else basis @ self.output.weight  # M: (r, hidden)
         offset = codes @ (self.output.bias if basis is None else basis @ self.output.bias)  # e_c·P b_O
         heads, head_size, rank = self.num_heads, self.head_size, out_map.shape[0]
@@ -508,9 +561,15 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if isinstance(module, LabelAttention):
-            init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+            if module.descriptions is None:
+                init.normal_(module.label_embeddings, mean=0.0, std=self.config.initializer_range)
+            else:  # the shared map starts the queries; the residuals start at 0 and learn what it misses
+                init.zeros_(module.label_embeddings)
         elif isinstance(module, LabelScorer):
-            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            if module.kind == "per_class" and self.config.label_description_size:  # residuals beside the code map
+                init.zeros_(module.weight)
+            else:
+                init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
             init.zeros_(module.bias)
             if module.class_bias is not None:
                 init.zeros_(module.class_bias)
@@ -770,7 +829,9 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
             contribution_bias = self.classifier.bias.expand(contributions.shape[:2])
             logits = contributions.sum(-1) + contribution_bias
         else:
-            logits = self.classifier(self.dropout(outputs.pooler_output))  # (batch, labels)
+            head = self.labelattn.label_attention
+            vectors = self.dropout(outputs.pooler_output)
+            logits = self.classifier(vectors) if head is None else self.classifier(vectors, head.descriptions)
 
         if self.config.temperature is not None:  # calibrated: every term scaled alike, so their sum is still the logit
             logits = logits / self.config.temperature
@@ -821,5 +882,6 @@ __all__ = [
     "LabelAttnModelOutput",
     "LabelAttnPreTrainedModel",
     "LabelAttnSequenceClassifierOutput",
+    "LabelDescriptions",
     "LabelScorer",
 ]

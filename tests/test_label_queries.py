@@ -1,48 +1,177 @@
-"""Label-attention queries started from class descriptions (`labelattn.training.label_queries`)."""
+"""Label-attention queries computed from class descriptions (`labelattn.training.label_queries`,
+`modeling_labelattn.LabelDescriptions`)."""
+
+import random
 
 import pytest
 import torch
-from conftest import make_model
+from conftest import FILLER, make_model
 
-from labelattn.training.label_queries import description_vectors, fit_untrained_queries, start_queries_from_descriptions
+from configuration_labelattn import LabelAttnConfig, LabelAttnConfigError
+from labelattn.training.label_queries import LabelDescriptionError, describe_classes, description_vectors
+from modeling_labelattn import LabelAttnForSequenceClassification
+
+DESCRIPTIONS = {"class_0": "animals and plants", "class_1": "dates in the calendar"}  # class_2: its name
 
 
-@pytest.mark.parametrize("key_size", [None, 3])  # keys as wide as the hidden size, or narrower (W_Q is 12 × 32)
-def test_each_query_becomes_the_key_of_its_description(tokenizer, key_size):
-    model = make_model("context", num_labels=3, attention_key_size=key_size)
-    descriptions = {"class_0": "animals and plants", "class_2": "dates in the calendar"}
-    described = start_queries_from_descriptions(model, tokenizer, descriptions)
-    assert described == 2
+def described_model(tokenizer, backbone: str = "context", trained=("class_0", "class_2"), **config):
+    model = make_model(backbone, num_labels=3, label_description_size=32, **config)
+    describe_classes(model, tokenizer, DESCRIPTIONS, set(trained))
+    return model
+
+
+@pytest.mark.parametrize("backbone", ["context", "encoder"])
+def test_each_class_stores_its_description_vector_and_whether_it_has_rows(tokenizer, backbone):
+    model = described_model(tokenizer, backbone)
+    stored = model.labelattn.label_attention.descriptions
+    texts = ["animals and plants", "dates in the calendar", "class_2"]  # class_2 has no description: its name
+    assert torch.equal(stored.vectors, description_vectors(model, tokenizer, texts))
+    assert stored.has_rows.tolist() == [True, False, True]
+    # The vectors the backbone gives before the head: the token table's rows, or the encoder's last layer.
+    batch = tokenizer("dates in the calendar", return_tensors="pt")
+    if backbone == "context":
+        backbone_vectors = model.labelattn.embeddings(batch["input_ids"])
+    else:
+        backbone_vectors = model.labelattn.encoder(**batch).last_hidden_state
+    assert torch.allclose(stored.vectors[1], backbone_vectors[0, 1:-1].mean(0), atol=1e-6)  # without [CLS], [SEP]
+
+
+def test_a_class_without_rows_gets_its_query_from_its_description_alone(tokenizer):
+    model = described_model(tokenizer)
     head = model.labelattn.label_attention
-    texts = ["animals and plants", "class_1", "dates in the calendar"]  # class_1 has no description: its name
-    keys = head.key(description_vectors(model, tokenizer, texts)) - head.query.bias
-    queries = head.query(head.label_embeddings) - head.query.bias
-    assert torch.allclose(torch.cosine_similarity(queries, keys, dim=1), torch.ones(3), atol=1e-4)
-    lengths = head.label_embeddings.norm(dim=1)  # the random start's length, 0.1 × √32 in make_model's config
-    assert torch.allclose(lengths, torch.full((3,), model.config.initializer_range * 32**0.5), rtol=1e-4)
+    queries = head.label_queries().detach()
+    with torch.no_grad():
+        head.label_embeddings.normal_()  # new residuals
+        changed = head.label_queries()
+    assert torch.equal(changed[1], queries[1])  # the class without rows: residual 0, whatever it holds
+    assert not torch.allclose(changed[[0, 2]], queries[[0, 2]])
+    with torch.no_grad():
+        expected = head.query(head.descriptions.map(head.descriptions.vectors[1] / head.descriptions.vectors[1].norm()))
+    assert torch.allclose(changed[1], expected, atol=1e-6)
+    other = described_model(tokenizer)
+    describe_classes(other, tokenizer, {**DESCRIPTIONS, "class_1": "rivers and lakes"}, {"class_0", "class_2"})
+    assert not torch.allclose(other.labelattn.label_attention.label_queries()[1], queries[1])
 
 
-@pytest.mark.parametrize("backbone", ["embedding", "context"])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_described_word_draws_its_own_class_more_than_the_other(tokenizer, backbone, seed):
-    # Not "the class's top token": attention is a dot product, so a token with a long key can outdraw the
-    # description's own (about one model in three). Against the other class, each described word wins.
-    model = make_model(backbone, num_labels=2, seed=seed)
-    start_queries_from_descriptions(model, tokenizer, {"class_0": "volcano", "class_1": "banana"})
-    batch = tokenizer(["the volcano ate a banana today"], return_tensors="pt")
-    weights = model(**batch, output_attentions=True).label_attentions[0].mean(0)  # over heads: (classes, seq)
-    volcano, banana = 2, 5
-    assert weights[0, volcano] > weights[1, volcano] and weights[1, banana] > weights[0, banana]
+@pytest.mark.parametrize("scorer", ["per_class", "class_bias"])
+def test_a_class_without_rows_gets_its_scorer_from_its_description_alone(tokenizer, scorer):
+    model = described_model(tokenizer, scorer=scorer)
+    layer, descriptions = model.classifier, model.labelattn.label_attention.descriptions
+    own = layer.bias if scorer == "per_class" else layer.class_bias  # each class's own bias (its residual)
+    shared = 0.0 if scorer == "per_class" else layer.bias.detach().clone()
+    codes, biases = layer.class_weights(descriptions).detach(), layer.biases(descriptions).detach() - shared
+    with torch.no_grad():
+        layer.weight.normal_()  # new residuals (per_class: the codes; class_bias: the shared scorer)
+        own.normal_()
+        new_codes, new_biases = layer.class_weights(descriptions), layer.biases(descriptions) - shared
+    assert torch.equal(new_biases[1], biases[1])  # the class without rows: its description's bias alone
+    assert not torch.allclose(new_biases[[0, 2]], biases[[0, 2]])
+    if scorer == "per_class":
+        assert torch.equal(new_codes[1], codes[1]) and not torch.allclose(new_codes[[0, 2]], codes[[0, 2]])
 
 
-def test_an_untrained_class_gets_its_description_key_at_the_trained_queries_length(tokenizer):
+def test_residual_dropout_leaves_whole_rows_out_in_training_only(tokenizer):
+    model = described_model(tokenizer, trained=("class_0", "class_1", "class_2"), label_residual_dropout=0.5)
+    head = model.labelattn.label_attention
+    with torch.no_grad():
+        head.label_embeddings.normal_()
+        vectors = head.descriptions.vectors
+        computed = head.descriptions.map(vectors / vectors.norm(dim=1, keepdim=True))
+        full = head.descriptions(head.label_embeddings)
+        assert torch.allclose(full, computed + head.label_embeddings, atol=1e-6)  # eval: every residual
+        head.train()
+        torch.manual_seed(0)
+        rows = [head.descriptions(head.label_embeddings) for _ in range(40)]
+    kept = torch.stack([torch.isclose(row, full, atol=1e-6).all(1) for row in rows])  # (draws, classes)
+    left_out = torch.stack([torch.isclose(row, computed, atol=1e-6).all(1) for row in rows])
+    assert bool((kept ^ left_out).all())  # each row whole: with its residual, or the map's alone (not rescaled)
+    assert 0.3 < left_out.float().mean() < 0.7
+
+
+@pytest.mark.parametrize("backbone", ["context", "encoder"])
+def test_a_model_with_descriptions_reloads_with_the_same_logits(tokenizer, tmp_path, backbone):
+    model = described_model(tokenizer, backbone, label_residual_dropout=0.3)
+    model.save_pretrained(tmp_path)
+    loaded = LabelAttnForSequenceClassification.from_pretrained(tmp_path).eval()
+    batch = tokenizer(["the calendar of animals", "plants"], padding=True, return_tensors="pt")
+    batch.pop("token_type_ids")
+    assert torch.equal(loaded(**batch).logits, model(**batch).logits)
+    assert loaded.labelattn.label_attention.descriptions.has_rows.tolist() == [True, False, True]
+
+
+def test_a_model_without_descriptions_keeps_its_free_queries(tokenizer):
     model = make_model("context", num_labels=3)
     head = model.labelattn.label_attention
-    before = head.label_embeddings.detach().clone()
-    fit_untrained_queries(model, tokenizer, {"class_1": "dates in the calendar"}, ["class_1"])
-    assert torch.equal(head.label_embeddings[[0, 2]], before[[0, 2]])  # the trained classes keep theirs
-    key = head.key(description_vectors(model, tokenizer, ["dates in the calendar"]))[0] - head.query.bias
-    queries = head.query(head.label_embeddings) - head.query.bias
-    assert torch.cosine_similarity(queries[1], key, dim=0) > 1 - 1e-4
-    trained_length = queries[[0, 2]].norm(dim=1).mean()
-    assert torch.isclose(queries[1].norm(), trained_length, rtol=1e-4)
+    assert head.descriptions is None and not any("descriptions" in key for key in model.state_dict())
+    assert torch.equal(head.label_queries(), head.query(head.label_embeddings))
+    with pytest.raises(LabelDescriptionError, match="label_description_size"):
+        describe_classes(model, tokenizer, DESCRIPTIONS, {"class_0"})
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (dict(label_description_size=32, pooling="mean"), "pooling='mean' has no queries"),
+        (dict(label_description_size=0), "label_description_size must be a positive integer"),
+        (dict(label_description_size=32, label_residual_dropout=1.0), "label_residual_dropout is a probability"),
+        (dict(label_residual_dropout=0.5), "set label_description_size too"),
+    ],
+)
+def test_bad_description_settings_are_refused(options, expected):
+    with pytest.raises(LabelAttnConfigError, match=expected):
+        LabelAttnConfig(num_labels=3, **options)
+
+
+def test_a_planted_description_word_draws_its_class_that_no_row_showed(tokenizer):
+    # 72 classes, each described by one word that its texts hold among filler words; 8 classes have no training row.
+    # Trained with residual dropout, the shared maps learn to point a class (query and scorer) at the word of its
+    # description: in the texts of a never-trained class, that class attends to its word more than the other
+    # classes do on average.
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    single = [word for word in FILLER if len(tokenizer.tokenize(word)) == 1]
+    words, filler = single[:72], single[72:272]
+    names = [f"class_{i}" for i in range(72)]
+    untrained = set(range(0, 72, 9))
+    config = LabelAttnConfig(
+        id2label=dict(enumerate(names)),
+        hidden_size=16,
+        num_attention_heads=1,
+        embedding_dropout=0.0,
+        classifier_dropout=0.0,
+        initializer_range=0.1,
+        label_description_size=16,
+        label_residual_dropout=0.5,
+    )
+    model = LabelAttnForSequenceClassification(config)
+    model.labelattn.embeddings.weight.requires_grad_(False)  # a fixed table, as the default recipe's
+    trained = [i for i in range(72) if i not in untrained]
+    describe_classes(model, tokenizer, dict(zip(names, words, strict=True)), {names[i] for i in trained})
+
+    def rows(n: int, classes: list[int]) -> tuple[dict, torch.Tensor]:
+        texts, labels = [], []
+        for i in range(n):
+            label = classes[i % len(classes)]
+            text = rng.sample(filler, 6)
+            text.insert(rng.randrange(7), words[label])
+            texts.append(" ".join(text))
+            labels.append(label)
+        return tokenizer(texts, padding=True, return_tensors="pt", return_token_type_ids=False), torch.tensor(labels)
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for _ in range(400):
+        batch, labels = rows(32, trained)
+        loss = model(**batch, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    batch, labels = rows(240, sorted(untrained))
+    with torch.no_grad():
+        weights = model(**batch, output_attentions=True).label_attentions.mean(1)  # (texts, classes, seq)
+    word_ids = torch.tensor([tokenizer.convert_tokens_to_ids(words[label]) for label in labels.tolist()])
+    on_word = (weights * (batch["input_ids"] == word_ids[:, None])[:, None, :]).sum(-1)  # (texts, classes)
+    own = on_word[torch.arange(len(labels)), labels]
+    others = (on_word.sum(1) - own) / 71
+    assert (own > others).float().mean() >= 0.8

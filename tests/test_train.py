@@ -20,6 +20,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from labelattn import cli
 from labelattn.training import arguments, build, card, checkpoints, settings
+from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
@@ -205,7 +206,7 @@ def test_a_hierarchy_is_saved_in_the_config_and_scored_at_its_upper_level(tmp_pa
     assert "kingdom-accuracy" in (out / "README.md").read_text()
 
 
-def test_label_descriptions_from_a_label_file_start_the_queries(tmp_path):
+def test_label_descriptions_from_a_label_file_compute_the_queries(tmp_path, tokenizer):
     rows = planted_rows(120)
     data, out = write_csv(tmp_path / "rows.csv", rows), tmp_path / "model"
     names = sorted({row["label"] for row in rows})
@@ -214,7 +215,15 @@ def test_label_descriptions_from_a_label_file_start_the_queries(tmp_path):
     options = ["--label-file", labels, "--label-descriptions", "--epochs", "1"]
     result = train("--data", data, *TINY, *options, "--output-dir", out)
     assert result.returncode == 0, result.stderr
-    assert json.loads((out / "training_args.json").read_text())["label_descriptions"] is True
+    settings = json.loads((out / "training_args.json").read_text())
+    assert settings["label_descriptions"] is True and settings["label_residual_dropout"] == DEFAULT_RESIDUAL_DROPOUT
+    config = json.loads((out / "config.json").read_text())
+    assert config["label_description_size"] == 32 and config["label_residual_dropout"] == DEFAULT_RESIDUAL_DROPOUT
+    # The saved model holds its description vectors: each the mean of its token table's rows over the description.
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
+    stored = model.labelattn.label_attention.descriptions.vectors
+    words = tokenizer(f"texts about {names[0]}s", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    assert torch.allclose(stored[model.config.label2id[names[0]]], model.get_input_embeddings()(words)[0].mean(0))
 
 
 def test_a_described_class_without_training_rows_is_trained_from_its_description(tmp_path):
@@ -229,6 +238,9 @@ def test_a_described_class_without_training_rows_is_trained_from_its_description
     config = json.loads((out / "config.json").read_text())
     assert sorted(config["label2id"]) == ["animal", "plant", "rock", "stone"]
     assert "No training row has the class(es) `rock`" in (out / "README.md").read_text()
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
+    has_rows = model.labelattn.label_attention.descriptions.has_rows  # rock's query: its description's alone
+    assert [name for name, index in config["label2id"].items() if not has_rows[index]] == ["rock"]
 
 
 def train_parser() -> argparse.ArgumentParser:
@@ -318,7 +330,9 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),
         (["--token-context-width", "2"], "--token-context-width must be 0 (none) or an odd width such as 3, got 2"),
-        (["--label-descriptions", "--pooling", "mean"], "--label-descriptions starts label-attention queries"),
+        (["--label-descriptions", "--pooling", "mean"], "--label-descriptions computes label-attention queries"),
+        (["--label-residual-dropout", "0.5"], "--label-residual-dropout acts on queries computed from descriptions"),
+        (["--label-descriptions", "--label-residual-dropout", "1"], "--label-residual-dropout must be in [0, 1)"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],

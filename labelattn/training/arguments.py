@@ -8,6 +8,8 @@ from pathlib import Path
 from labelattn import DEFAULT_MODEL_DIR
 from labelattn.training.backbones import BACKBONES
 
+# With --label-descriptions (see docs/many-classes.md for the measurement that chose it).
+DEFAULT_RESIDUAL_DROPOUT = 0.5
 # Options that say how to run, not what to train: left out of the recorded command.
 NOT_RECORDED = ("resume", "overwrite")
 
@@ -93,9 +95,16 @@ def add_model_options(group: DeclaredGroup) -> None:
         "--label-descriptions",
         action="store_true",
         default=None,  # not False: the settings of runs made before the option still match
-        help="Start each class's label-attention query from its description (the built-in many-class data sets "
-        "and --label-file give them; the class name otherwise) rather than at random: the query becomes the key "
-        "of the description's mean token vector. See docs/many-classes.md.",
+        help="Compute each class's label-attention query from its description (the built-in many-class data sets "
+        "and --label-file give them; the class name otherwise) by a map that the classes share and train, plus a "
+        "free residual for classes with training rows: a class a --label-file describes but no training row shows "
+        "is then a class of the model too. See docs/many-classes.md.",
+    )
+    group.add_argument(
+        "--label-residual-dropout",
+        type=float,
+        help="With --label-descriptions: the probability that a training step leaves a class's residual out, so "
+        f"that the shared map learns to carry what descriptions say (default: {DEFAULT_RESIDUAL_DROPOUT}).",
     )
     group.add_argument(
         "--hidden-size",

@@ -26,6 +26,8 @@ def build_model(
 ):
     """A new classifier for `label_names` on the backbone the options name; the hierarchy, if any, goes into its
     config (PretrainedConfig keeps extra keyword arguments in config.json)."""
+    from transformers import AutoConfig
+
     from configuration_labelattn import LabelAttnConfig
     from labelattn.training.static_embeddings import initialise_embeddings
     from modeling_labelattn import LabelAttnForSequenceClassification
@@ -42,10 +44,15 @@ def build_model(
         classifier_dropout=args.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",
     )
+    embedding = backbones.backbone_kind(args.backbone) == "embedding"
+    if args.label_descriptions:  # queries computed from the mean of the backbone's token vectors over a description
+        encoder = None if embedding else AutoConfig.from_pretrained(backbones.encoder_path(args.backbone))
+        common["label_description_size"] = args.hidden_size if embedding else encoder.hidden_size
+        common["label_residual_dropout"] = args.label_residual_dropout
     if hierarchy is not None:
         ancestors = {name: list(hierarchy.ancestors[name]) for name in label_names}
         common["label_hierarchy"] = {"levels": hierarchy.levels, "ancestors": ancestors}
-    if backbones.backbone_kind(args.backbone) == "embedding":
+    if embedding:
         config = LabelAttnConfig(
             vocab_size=vocab_size,
             hidden_size=args.hidden_size,

@@ -183,8 +183,8 @@ def model_card(
     if record.get("untrained_classes"):
         untrained = ", ".join(f"`{name}`" for name in record["untrained_classes"])
         held_out += (
-            f"\n\nNo training row has the class(es) {untrained}: their label-attention queries were made from their "
-            "descriptions (`--label-descriptions`)."
+            f"\n\nNo training row has the class(es) {untrained}: their label-attention queries are computed from "
+            "their descriptions alone, by the map the other classes trained (`--label-descriptions`)."
         )
     example = data.splits["test"][0]["text"][:200]
     body = f"""

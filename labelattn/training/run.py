@@ -154,24 +154,12 @@ def train_epochs(run: Training) -> None:
     while progress.epoch < args.epochs:
         train_epoch(run, bar)
         progress.epoch, progress.batches = progress.epoch + 1, 0
-        fit_untrained_classes(run)
         run.events("evaluate", epoch=progress.epoch)
         validation = evaluate(run, "validation")
         accelerator.print(f"epoch {progress.epoch}: validation {format_scores(validation)}")
     bar.close()
     if not checkpoints.is_complete(checkpoints.checkpoint_dir(run.output_dir, progress.steps)):
         save_checkpoint(run)  # the final state, unless a checkpoint was saved (or resumed from) at this step
-
-
-def fit_untrained_classes(run: Training) -> None:
-    """The queries of the classes without training rows, made again from their descriptions with the weights
-    learnt so far (`labelattn.training.label_queries`); the same on every process, as the weights are."""
-    from labelattn.training.label_queries import fit_untrained_queries
-
-    untrained = run.data.split_record.get("untrained_classes")
-    if untrained:
-        model = run.accelerator.unwrap_model(run.model)
-        fit_untrained_queries(model, run.tokenizer, run.data.descriptions or {}, untrained)
 
 
 def evaluate(run: Training, split: str) -> dict[str, float]:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from labelattn.training import backbones, checkpoints
+from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
@@ -43,7 +44,13 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if args.scorer_rank is not None and args.scorer != "per_class":
         raise TrainingError("--scorer-rank sets the rank of a per-class scorer: add --scorer per_class, or drop it.")
     if args.label_descriptions and args.pooling != "label_attention":
-        raise TrainingError("--label-descriptions starts label-attention queries: drop it, or --pooling mean.")
+        raise TrainingError("--label-descriptions computes label-attention queries: drop it, or --pooling mean.")
+    if args.label_residual_dropout is not None and not args.label_descriptions:
+        raise TrainingError(
+            "--label-residual-dropout acts on queries computed from descriptions: add --label-descriptions, or drop it."
+        )
+    if args.label_descriptions and args.label_residual_dropout is None:
+        args.label_residual_dropout = DEFAULT_RESIDUAL_DROPOUT
     if not backbones.is_backbone(args.backbone):
         raise TrainingError(backbones.unknown_backbone_message(args.backbone))
     return args
@@ -70,6 +77,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         refuse("warmup_ratio", "in [0, 1)")
     if not 0 <= args.classifier_dropout < 1:
         refuse("classifier_dropout", "in [0, 1)")
+    if args.label_residual_dropout is not None and not 0 <= args.label_residual_dropout < 1:
+        refuse("label_residual_dropout", "in [0, 1)")
 
 
 def check_max_length(args: argparse.Namespace, tokenizer) -> None:

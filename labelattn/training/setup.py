@@ -88,12 +88,14 @@ def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
     from accelerate.utils import set_seed
     from transformers import get_linear_schedule_with_warmup
 
-    from labelattn.training.label_queries import start_queries_from_descriptions
+    from labelattn.training.label_queries import describe_classes
 
     set_seed(args.seed)
     model = build_model(args, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
     if args.label_descriptions:
-        start_queries_from_descriptions(model, tokenizer, data.descriptions or {})
+        untrained = set(data.split_record.get("untrained_classes", []))
+        trained = {name for name in data.label_names if name not in untrained}
+        describe_classes(model, tokenizer, data.descriptions or {}, trained)
     max_length = min(args.max_length, model.config.max_seq_length)
     loaders = tokenized_loaders(data, tokenizer, args, max_length, args.seed)
     # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.
