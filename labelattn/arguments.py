@@ -4,6 +4,10 @@
   (`classifier_from_arguments` loads it with them).
 - `add_method_argument`: `--method`, whose choices are the registered methods (`explainers.METHODS`), read only when
   argparse checks a value or prints the help, so that `labelattn --help` does not import torch.
+- `add_text_column_argument`: `--text-column`, for every command that reads texts from a file (train, the corpus
+  commands, evaluate-explanations).
+- `add_overwrite_argument`: `--overwrite`, for every command that writes a folder or file of results; each says what
+  it replaces.
 - `add_option_argument`: `--option KEY=VALUE`, a method's options, VALUE read as JSON by `explainers.parse_options`
   (or `METHOD.KEY=VALUE` for the commands that run several methods).
 """
@@ -11,6 +15,13 @@
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Protocol
+
+
+class Declares(Protocol):
+    """What options are declared on: a parser, an argument group, or `labelattn train`'s declared groups."""
+
+    def add_argument(self, *names: str, **options: Any) -> argparse.Action: ...
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +38,21 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the model's own Python code (its config.json's auto_map), for architectures transformers does "
         "not know; read that code first. Not needed for labelattn models or any architecture transformers has",
     )
+
+
+def add_text_column_argument(parser: Declares) -> None:
+    """`--text-column NAME`: where the texts are in a CSV, JSONL or Parquet file or a datasets folder."""
+    parser.add_argument(
+        "--text-column",
+        default="text",
+        metavar="NAME",
+        help="column of the texts in a CSV, JSONL or Parquet file or a datasets folder (default: text)",
+    )
+
+
+def add_overwrite_argument(parser: Declares, replaces: str) -> None:
+    """`--overwrite`: replace an earlier run's results; `replaces` says which, and what is never deleted."""
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {replaces}")
 
 
 def classifier_from_arguments(args: argparse.Namespace, device=None):

@@ -24,6 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from labelattn.arguments import add_overwrite_argument, add_text_column_argument
+
 DEFAULT_N_TEXTS = 100
 COLUMNS = (
     ("comprehensiveness", "comprehensiveness ↑"),
@@ -57,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Split of DATA (a file without splits has 10%% held out as test, stratified by its labels); "
         "'all' reads every row, and needs no label column.",
     )
-    parser.add_argument("--text-column", default="text", help="Text column of a CSV/JSONL file.")
+    add_text_column_argument(parser)
     parser.add_argument(
         "--text-pair-column",
         default=None,
@@ -82,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Top words compared with the rationales (default: the mean rationale size, as ERASER).",
     )
     parser.add_argument("--output-dir", type=Path, default=None, help="Default: outputs/faithfulness/<model name>.")
-    parser.add_argument("--overwrite", action="store_true", help="Replace the results already in --output-dir.")
+    add_overwrite_argument(parser, "the results already in --output-dir")
     parser.add_argument(
         "--percentages",
         default="10,20,30,40,50,60,70,80,90,100",

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from labelattn.arguments import add_overwrite_argument, add_text_column_argument
+
 if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help stays fast
     import datasets
 
@@ -27,7 +29,7 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -
         help=f"the output file; its extension picks the format: .parquet (nested lists), .jsonl, or .csv (lists as "
         f"JSON strings). Shards and the run's settings go to FILE.shards/ (default: {default_output})",
     )
-    parser.add_argument("--text-column", default="text", help="column of the texts (default: text)")
+    add_text_column_argument(parser)
     parser.add_argument(
         "--text-pair-column", metavar="NAME", help="column of the second texts of pairs (NLI, question-passage)"
     )
@@ -65,11 +67,9 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -
         help="the longest text a row may hold, in characters: a longer one becomes an error row saying so, and the "
         "other rows are computed (default: 10,000,000, about 1.6 million words)",
     )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the results of a run with other settings at --output "
-        "(deletes only that run's own files, never the input)",
+    add_overwrite_argument(
+        parser,
+        "the results of a run with other settings at --output (deletes only that run's own files, never the input)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

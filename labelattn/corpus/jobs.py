@@ -43,7 +43,7 @@ from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
 from explainers.models import is_multi_label
 from explainers.targets import resolve_targets
-from explainers.windows import LONG_TEXT
+from explainers.windows import check_long_text
 from explainers.words import TextInput, input_problem
 from labelattn.coding import check_probability, row_confidence
 from labelattn.corpus.files import save
@@ -265,7 +265,7 @@ def predict_job(
         raise CorpusError(f"threshold={threshold!r}: give a probability strictly between 0 and 1.")
     check_count(batch_size, "batch_size", "texts", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
-    check_long_text_choice(long_text)
+    check_long_text(long_text, [])
     if manual_below is not None:
         check_probability(manual_below, "manual_below")
     predicted = "predicted_labels" if multi_label else "predicted_label"
@@ -356,7 +356,7 @@ def explain_job(
         )
     check_count(batch_size, "batch_size", "rows", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
-    check_long_text_choice(long_text)
+    check_long_text(long_text, [])
     features = dict(EXPLANATION_FEATURES)
     if isinstance(target, tuple):
         features["contrast_label"] = datasets.Value("string")
@@ -408,11 +408,6 @@ def explain_job(
     }
     settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
     return Job(model, tokenizer, max_length, settings, datasets.Features(features), compute, long_text)
-
-
-def check_long_text_choice(long_text: Any) -> None:
-    if long_text not in LONG_TEXT:
-        raise CorpusError(f"long_text={long_text!r}: choose 'truncate' (read the start) or 'windows' (read it all).")
 
 
 def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 from labelattn import DEFAULT_MODEL_DIR
+from labelattn.arguments import add_overwrite_argument, add_text_column_argument
 from labelattn.training.backbones import BACKBONES
 
 # With --label-descriptions (see docs/many-classes.md for the measurement that chose it).
@@ -51,7 +52,7 @@ def add_data_options(group: DeclaredGroup) -> None:
     )
     group.add_argument("--validation-data", help="Validation rows (.csv, .jsonl or a datasets folder).")
     group.add_argument("--test-data", help="Test rows (.csv, .jsonl or a datasets folder).")
-    group.add_argument("--text-column", default="text", help="Column holding the texts (default: text).")
+    add_text_column_argument(group)
     group.add_argument(
         "--label-column",
         default="label",
@@ -216,11 +217,10 @@ def add_output_options(group: DeclaredGroup) -> None:
         default=DEFAULT_MODEL_DIR,
         help=f"Where the model goes (default: {DEFAULT_MODEL_DIR}).",
     )
-    group.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="Delete what --output-dir holds (another model, old checkpoints) and train into it; refused when it "
-        "holds anything else, such as the data.",
+    add_overwrite_argument(
+        group,
+        "what --output-dir holds (another model, old checkpoints): deleted, then trained into; refused when it holds "
+        "anything else, such as the data",
     )
     group.add_argument(
         "--checkpoint-every",
