@@ -182,10 +182,10 @@ class LabelScorer(nn.Module):
             self.basis = nn.Parameter(torch.empty(rank, hidden)) if config.scorer_rank else None
             self.weight = nn.Parameter(torch.empty(labels, rank))  # e_c, or w_c itself at full rank
             self.bias = nn.Parameter(torch.empty(labels))
-        else:  # the first version's nn.Linear(hidden, 1): its checkpoints' names and shapes
+        else:  # the first version's nn.Linear(hidden, 1): its checkpoints' names and shapes (and its random draws)
             self.basis = None
-            self.weight = nn.Parameter(torch.empty(1, hidden))
-            self.bias = nn.Parameter(torch.empty(1))
+            linear = nn.Linear(hidden, 1)
+            self.weight, self.bias = linear.weight, linear.bias
         self.class_bias = nn.Parameter(torch.empty(labels)) if self.kind == "class_bias" else None
 
     @property
