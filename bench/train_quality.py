@@ -102,7 +102,7 @@ def train_and_score(data_name: str, data, variant: str, pooling: str, seed: int)
     seconds."""
     folder = ROOT / "models" / "bench" / f"{data_name}-{variant}-{pooling}-{seed}"
     options = ["--data", data_name, "--pooling", pooling, "--seed", str(seed), *VARIANTS[variant]]
-    command = [sys.executable, "-m", "labelattn.training.run", *options, "--output-dir", str(folder), "--overwrite"]
+    command = [sys.executable, "-m", "labelattn", "train", *options, "--output-dir", str(folder), "--overwrite"]
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return test_scores(folder, data), time.perf_counter() - start

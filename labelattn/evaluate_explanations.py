@@ -230,8 +230,9 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     import datasets
 
     from labelattn.data.builtin import builtin_named
-    from labelattn.data.reading import _require_column, load_data, load_table
+    from labelattn.data.reading import load_data
     from labelattn.data.records import SPLITS
+    from labelattn.data.tables import load_table, require_column
 
     if builtin_named(args.data) is not None:
         raise ValueError(
@@ -249,7 +250,7 @@ def _rationale_rows(args: argparse.Namespace) -> list[tuple[str, Any]]:
     rows = []
     for name, ids in chosen:
         origin = args.data if whole else f"{args.data} [{name}]"
-        _require_column(parts[name], origin, "rationale", args.rationale_column)
+        require_column(parts[name], origin, "rationale", args.rationale_column)
         values = parts[name][args.rationale_column]
         rows += [(f"{origin}, {row_name(i)}", values[i]) for i in ids]
     return rows

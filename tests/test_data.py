@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 
-from labelattn.data.reading import load_data, load_table, load_texts
+from labelattn.data.reading import load_data, load_texts
 from labelattn.data.records import SPLIT_SEED, SPLITS, DataError
+from labelattn.data.tables import load_table
 from labelattn.training.arguments import add_arguments
 from labelattn.training.scores import METRICS_DIR
 

@@ -508,7 +508,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused_and_a_killed_ones_lock_i
         "LABELATTN_RUN_LOG": str(log),
         "LABELATTN_PAUSE_AT": "batch@8",
     }
-    command = [sys.executable, "-m", "labelattn.training.run", *map(str, options)]
+    command = [sys.executable, "-m", "labelattn", "train", *map(str, options)]
     first = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240

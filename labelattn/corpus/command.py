@@ -80,8 +80,9 @@ def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
     import datasets
 
     from labelattn.data.builtin import builtin_named
-    from labelattn.data.reading import load_data, load_table
+    from labelattn.data.reading import load_data
     from labelattn.data.records import DataError
+    from labelattn.data.tables import load_table
 
     builtin = builtin_named(data)
     if builtin is not None:

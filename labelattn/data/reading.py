@@ -2,181 +2,31 @@
 
 Everything ends as one `LabelledData`: a `datasets.DatasetDict` with the splits `train`, `validation` and `test`,
 each with the columns `id` (int), `text` (str) and `label` (a class index, or for multi-label a list of them),
-the class names, and what the model card needs to say about the data. Every check a user's file can fail
-happens here, before any model is built, and names the file and the row.
+the class names, and what the model card needs to say about the data. `load_data` reads a built-in data set or a
+user's files (`tables`), checks every row and label (here, before any model is built, naming the file and the row),
+places the classes under their groups (`hierarchy`) and holds out the published splits (`splits`).
 """
 
-import csv
-import hashlib
-import json
-import re
-import sys
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import datasets
-import numpy as np
-from datasets.utils.stratify import stratified_shuffle_split_generate_indices
 
+from labelattn.data.hierarchy import described_class_names, hierarchy_of, label_paths, read_label_file
 from labelattn.data.records import (
-    HELD_OUT,
     SPLIT_SEED,
     SPLITS,
     DataError,
     DataSource,
-    Hierarchy,
     LabelledData,
     RawSplit,
+    label_kind,
     natural_key,
+    row_labels,
+    some_names,
 )
-
-
-def _some(names: list, shown: int = 5) -> str:
-    """A few names and how many there are: a message stays readable with 1,918 classes."""
-    listed = ", ".join(repr(name) for name in names[:shown])
-    return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
-
-
-# How `_scan_jsonl` names the JSON types that `datasets` keeps apart.
-JSON_KINDS = {bool: "true/false", int: "an integer", float: "a number with a fraction", str: "a string"}
-JSON_KINDS |= {list: "a list", dict: "an object"}
-# A lone surrogate can reach a UTF-8 file only as a JSON escape (\\ud800): only a line holding one is searched.
-SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
-
-
-def _scan_jsonl(path: Path) -> dict[str, dict[str, int]]:
-    """Every line read once, before `datasets` reads the file, for what it would report without a line number, or
-    read differently past its first block: a broken line, a line that is not an object, no rows at all, an integer
-    beyond 64 bits, a lone surrogate. Returns, for each column of more than one JSON type (nested ones too: `meta.a`,
-    `tags[]`), the first line of each type."""
-    from explainers.words import surrogate_problem
-
-    kinds: dict[str, dict[str, int]] = {}
-
-    def walk(value, column: str, number: int, strings: bool) -> None:
-        kind = JSON_KINDS.get(type(value))
-        if kind is None:  # null
-            return
-        found = kinds.setdefault(column, {})
-        if kind not in found:
-            found[kind] = number
-        if kind == "an integer" and not -(2**63) <= value < 2**64:
-            raise DataError(
-                f"{path}, line {number}, {column!r}: the integer {str(value)[:30]} needs more than 64 bits, which no "
-                'column holds: write it as a string ("...").'
-            )
-        if strings and kind == "a string" and (problem := surrogate_problem(value)) is not None:
-            raise DataError(f"{path}, line {number}, {column!r}: the string {problem}.")
-        if kind == "an object":
-            for key, item in value.items():
-                walk(item, f"{column}.{key}", number, strings)
-        elif kind == "a list":
-            for item in value:
-                walk(item, f"{column}[]", number, strings)
-
-    rows = 0
-    with path.open(encoding="utf-8-sig") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            rows += 1
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DataError(
-                    f"{path}, line {number}: not valid JSON ({error.msg}); write one JSON object per line."
-                ) from None
-            if not isinstance(row, dict):
-                raise DataError(f'{path}, line {number}: expected a JSON object like {{"text": ..., "label": ...}}.')
-            strings = SURROGATE_ESCAPE.search(line) is not None
-            for column, value in row.items():
-                walk(value, column, number, strings)
-    if not rows:
-        raise DataError(f'{path} holds no rows: write one JSON object per line, like {{"text": ..., "label": ...}}.')
-    return {column: found for column, found in kinds.items() if len(found) > 1}
-
-
-def _mixed_types(mixed: dict[str, dict[str, int]]) -> str:
-    """The columns of several types, each type with its first line: "'text' holds a string (line 1) and a list
-    (line 3)"."""
-    return "; ".join(
-        f"{column!r} holds " + " and ".join(f"{kind} (line {line})" for kind, line in found.items())
-        for column, found in list(mixed.items())[:3]
-    )
-
-
-def load_table(path: Path) -> tuple[datasets.Dataset | datasets.DatasetDict, Callable[[int], str]]:
-    """Load one file (.csv, .jsonl, .parquet) or `datasets` folder with `datasets`, and how to name its rows in
-    messages.
-
-    Text files may start with a UTF-8 byte order mark (Excel writes one). Every CSV cell is read as the string it
-    is. A JSONL column is read as given: one whose values differ in type (a number among strings, a dict among
-    numbers) comes in `datasets`' `Json` type, each value as it was written, so that a row with the number 1984 as
-    its text is that row's problem alone (its stored arrow values are JSON texts: decode them, as `datasets` does),
-    wherever in the file it stands. What `datasets` would report without a line (a broken line, an integer beyond 64
-    bits, a lone surrogate) is found first, with its line.
-    """
-    if not path.exists():
-        from labelattn.data.builtin import BUILTIN  # here: the data sets' readers load when one is named
-
-        raise FileNotFoundError(
-            f"{path} does not exist: pass a .csv, .jsonl or .parquet file, a datasets folder or one of "
-            f"{sorted(BUILTIN)}."
-        )
-    suffix, mixed = path.suffix.lower(), {}
-    try:
-        if path.is_dir():
-            return datasets.load_from_disk(str(path)), lambda i: f"row {i + 1}"
-        if suffix == ".csv":
-            table = datasets.load_dataset(
-                "csv", data_files=str(path), split="train", encoding="utf-8-sig", **_csv_as_strings(path)
-            )
-            return table, lambda i: f"row {i + 1} (line {i + 2}, counting the header)"
-        if suffix in (".jsonl", ".json"):
-            mixed = _scan_jsonl(path)
-            # `datasets` gives a column of several types its `Json` type (each value as written) only when it sees
-            # them in one block: past its first, it would read 5 among texts as the text "5". One block, then.
-            whole = {"chunksize": path.stat().st_size + 1} if mixed else {}
-            table = datasets.load_dataset("json", data_files=str(path), split="train", encoding="utf-8-sig", **whole)
-            return table, lambda i: f"line {i + 1}"
-        if suffix == ".parquet":
-            return datasets.load_dataset("parquet", data_files=str(path), split="train"), lambda i: f"row {i + 1}"
-    except DataError:
-        raise
-    except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
-        cause = error.__cause__ or error
-        if mixed:
-            raise DataError(
-                f"{path} could not be read: {_mixed_types(mixed)}, and `datasets` could not read these types "
-                f"in one column ({type(cause).__name__}: {str(cause)[:200]}); give each column one type."
-            ) from None
-        raise DataError(f"{path} could not be read ({type(cause).__name__}: {cause}); fix the file's format.") from None
-    raise DataError(f"{path}: unknown file type {path.suffix!r}; use .csv, .jsonl, .parquet or a datasets folder.")
-
-
-def _csv_as_strings(path: Path) -> dict:
-    """Options that read every cell of a CSV file as the string it is: pandas would otherwise read a text "10000"
-    as a number and a label "None" or "NA" as missing. Only an empty cell is missing."""
-    # A cell may be a whole document: the csv module's default limit (131,072 characters) is not the file's.
-    csv.field_size_limit(sys.maxsize)
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header, first_row = next(reader, None), next(reader, None)
-    if not header:
-        raise DataError(f"{path} is empty: write a header row (e.g. text,label), then one row per text.")
-    if first_row is None:
-        raise DataError(f"{path} has a header ({','.join(header)}) but no rows: add one row per text below it.")
-    features = datasets.Features({name: datasets.Value("string") for name in header})
-    return {"features": features, "keep_default_na": False, "na_values": [""]}
-
-
-def _require_column(table: datasets.Dataset, origin: str, role: str, column: str) -> None:
-    if column not in table.column_names:
-        raise DataError(
-            f"{origin} has no {role} column {column!r}; its columns are {table.column_names}: "
-            f"pass --{role}-column NAME."
-        )
+from labelattn.data.splits import build_splits
+from labelattn.data.tables import load_table, require_column
 
 
 def _check_text(where: str, text) -> None:
@@ -192,8 +42,8 @@ def _check_text(where: str, text) -> None:
 def _raw_split(
     table: datasets.Dataset, origin: str, row_name: Callable[[int], str], text_column: str, label_column: str, sep: str
 ) -> RawSplit:
-    _require_column(table, origin, "text", text_column)
-    _require_column(table, origin, "label", label_column)
+    require_column(table, origin, "text", text_column)
+    require_column(table, origin, "label", label_column)
     labels = table[label_column][:]
     # Class indices stored with their names (a ClassLabel, or a list of them for multi-label): use the names.
     feature = table.features[label_column]
@@ -232,157 +82,13 @@ def _read_files(paths: dict[str, str], text_column: str, label_column: str, sep:
     return raw
 
 
-# --------------------------------------------------------------------------------------------------- classes
-
-
-def _label_paths(raw: dict[str, RawSplit], separator: str) -> dict[str, tuple[str, ...]]:
-    """Labels written with their groups, top-down (`A00-B99 > A00-A09 > A00` with the separator `>`): each label
-    becomes its last part, and each class gets its groups, which must be the same on every row."""
-    ancestors: dict[str, tuple[str, ...]] = {}
-    first_row: dict[str, str] = {}
-    for part in raw.values():
-        for i, label in enumerate(part.labels):
-            values = label if isinstance(label, list | tuple) else [label]
-            leaves = []
-            for value in values:
-                if value is None or (isinstance(value, str) and not value.strip()):
-                    leaves.append(value)  # a missing label: `_check` names the row
-                    continue
-                if not isinstance(value, str):
-                    raise DataError(
-                        f"{part.where(i)}: the label {value!r} is a {type(value).__name__}; with a hierarchy "
-                        f"separator {separator!r}, write each label as a string such as 'GROUP{separator}CLASS'."
-                    )
-                *groups, leaf = (piece.strip() for piece in value.split(separator))
-                if not leaf or not all(groups):
-                    raise DataError(f"{part.where(i)}: the label {value!r} has an empty part between separators.")
-                known = ancestors.setdefault(leaf, tuple(groups))
-                first_row.setdefault(leaf, part.where(i))
-                if known != tuple(groups):
-                    raise DataError(
-                        f"{part.where(i)}: class {leaf!r} is under {' > '.join(groups) or 'no group'} here but under "
-                        f"{' > '.join(known) or 'no group'} in {first_row[leaf]}: give a class the same groups on "
-                        "every row."
-                    )
-                leaves.append(leaf)
-            part.labels[i] = leaves if isinstance(label, list | tuple) else leaves[0]
-    return ancestors
-
-
-def _read_label_file(path: str) -> tuple[dict[str, str | None] | None, dict[str, str] | None]:
-    """A label file: one row per class or group, with the column `label` and a `parent` column (empty for a group
-    at the top), a `description` column or both. The parent of each name and the descriptions (each None without
-    its column)."""
-    table, row_name = load_table(Path(path))
-    if isinstance(table, datasets.DatasetDict):
-        raise DataError(f"{path} holds the splits {list(table)}: a label file is one table.")
-    columns = set(table.column_names)
-    if "label" not in columns or not columns & {"parent", "description"}:
-        raise DataError(
-            f"{path} has the columns {table.column_names}; a label file has the column `label` and a `parent` "
-            "column (each class's group, each group's own group), a `description` column, or both."
-        )
-    empty = [None] * len(table)
-    parents: dict[str, str | None] = {}
-    descriptions: dict[str, str] = {}
-    row_of: dict[str, str] = {}
-    for i, (label, parent, description) in enumerate(
-        zip(
-            table["label"][:],
-            table["parent"][:] if "parent" in columns else empty,
-            table["description"][:] if "description" in columns else empty,
-            strict=True,
-        )
-    ):
-        where = f"{path}, {row_name(i)}"
-        names = [_label_names(value) for value in (label, parent)]
-        if _label_kind(label) not in ("string", "integer") or not names[0]:
-            raise DataError(f"{where}: the label {label!r} is not a class or group name; write one per row.")
-        if parent is not None and (_label_kind(parent) not in ("string", "integer")):
-            raise DataError(f"{where}: the parent {parent!r} is not a group name; write one, or leave it empty.")
-        name = names[0][0]
-        if name in row_of:
-            raise DataError(f"{where}: {name!r} has a row already ({row_of[name]}); give each name one row.")
-        row_of[name] = where
-        parents[name] = names[1][0] if names[1] else None
-        if parents[name] == name:
-            raise DataError(f"{where}: {name!r} is its own parent; name each group apart from its classes.")
-        if description is not None and not isinstance(description, str):
-            raise DataError(f"{where}: the description {description!r} is not a string.")
-        if description is not None and description.strip():
-            descriptions[name] = description.strip()
-    return (parents if "parent" in columns else None), (descriptions if "description" in columns else None)
-
-
-def _ancestors_from_parents(parents: dict[str, str | None], names: list[str], origin: str) -> dict[str, tuple]:
-    missing = [name for name in names if name not in parents]
-    if missing:
-        raise DataError(
-            f"{origin} has no row for the class(es) {_some(missing)} of the training data: add a row "
-            "`label,parent` for each."
-        )
-    ancestors = {}
-    for name in names:
-        chain, node = [name], name
-        while parents.get(node) is not None:
-            node = parents[node]
-            if node in chain:
-                raise DataError(f"{origin}: the parents of {name!r} go round in a circle ({' > '.join(chain)}).")
-            chain.append(node)
-        ancestors[name] = tuple(reversed(chain[1:]))
-    return ancestors
-
-
-def _hierarchy(
-    ancestors: dict[str, tuple[str, ...]], levels: list[str] | None, descriptions: dict[str, str], origin: str
-) -> Hierarchy:
-    """The `Hierarchy` of classes with these groups (top-down), checked to be a tree of one depth."""
-    by_depth: dict[int, list[str]] = {}
-    for name, groups in ancestors.items():
-        by_depth.setdefault(len(groups), []).append(name)
-    if set(by_depth) == {0}:
-        raise DataError(f"{origin}: no class has a group above it; give each class its groups, or drop the option.")
-    if len(by_depth) > 1:
-        counts = "; ".join(f"{len(v):,} with {d} group(s) above: {_some(v, 3)}" for d, v in sorted(by_depth.items()))
-        raise DataError(
-            f"{origin}: the classes sit at different depths ({counts}); give every class a group at every level."
-        )
-    depth = next(iter(by_depth)) + 1
-    levels = list(levels) if levels else [f"level {k}" for k in range(1, depth + 1)]
-    if len(levels) != depth:
-        raise DataError(
-            f"The hierarchy levels {levels} name {len(levels)} level(s); the classes of {origin} and their groups "
-            f"make {depth}: name them from the top down, the classes' own level last."
-        )
-    group_descriptions: dict[str, dict[str, str]] = {}
-    for groups in ancestors.values():
-        for level, group in zip(levels, groups, strict=False):
-            if group in descriptions:
-                group_descriptions.setdefault(level, {})[group] = descriptions[group]
-    return Hierarchy(levels, ancestors, group_descriptions)
-
-
-# --------------------------------------------------------------------------------------------------- checks
-
-
-def _label_kind(value) -> str | None:
-    """ "list" (multi-label), "string" or "integer"; None for a missing label; "other" for anything else."""
-    if value is None:
-        return None
-    if isinstance(value, list | tuple):
-        return "list" if all(_label_kind(v) in ("string", "integer") for v in value) else "other"
-    if isinstance(value, str):
-        return "string"
-    return "integer" if isinstance(value, int) and not isinstance(value, bool) else "other"
-
-
 def _is_multi_label(raw: dict[str, RawSplit]) -> bool:
     """Decide from every row of every split whether the labels are lists (multi-label) or single labels, and refuse
     a label of another type or a mixture of kinds, naming the rows that differ from the most common kind."""
     rows_of_kind: dict[str, list[str]] = {}
     for part in raw.values():
         for i, label in enumerate(part.labels):
-            kind = _label_kind(label)
+            kind = label_kind(label)
             if kind == "other":
                 raise DataError(
                     f"{part.where(i)}: the label {label!r} is of type {type(label).__name__}; a label is a string "
@@ -402,11 +108,6 @@ def _is_multi_label(raw: dict[str, RawSplit]) -> bool:
     return "list" in rows_of_kind
 
 
-def _label_names(value) -> list[str]:
-    values = value if isinstance(value, list | tuple) else [value]
-    return [str(v).strip() for v in values if v is not None and str(v).strip()]
-
-
 def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = ()) -> tuple[list[str], list[str]]:
     """Every row has a text and a label, the training data has 2+ classes and, with the `described` classes
     (which may have no training row), covers every label: the class names, and those without training rows."""
@@ -414,10 +115,10 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
         for i, (text, label) in enumerate(zip(part.texts, part.labels, strict=True)):
             if not isinstance(text, str) or not text.strip():
                 _check_text(part.where(i), text)
-            if not _label_names(label) and not multi_label:
+            if not row_labels(label) and not multi_label:
                 raise DataError(f"{part.where(i)}: the label is missing ({label!r}); every row needs one.")
     train = raw["train"]
-    names = sorted({n for label in train.labels for n in _label_names(label)}, key=natural_key)
+    names = sorted({n for label in train.labels for n in row_labels(label)}, key=natural_key)
     if len(names) < 2:
         raise DataError(
             f"{train.origin}: the training data has a single class {names}; a classifier needs at least two."
@@ -426,159 +127,14 @@ def _check(raw: dict[str, RawSplit], multi_label: bool, described: list[str] = (
     known = set(names) | set(untrained)
     for part in raw.values():
         for i, label in enumerate(part.labels):
-            unseen = [n for n in _label_names(label) if n not in known]
+            unseen = [n for n in row_labels(label) if n not in known]
             if unseen:
                 raise DataError(
                     f"{part.where(i)}: label {unseen[0]!r} never occurs in the training data (its classes: "
-                    f"{_some(names)}); the model cannot learn it: fix the label, add training rows with it, or "
+                    f"{some_names(names)}); the model cannot learn it: fix the label, add training rows with it, or "
                     "describe it in a --label-file and train with --label-descriptions."
                 )
     return sorted(known, key=natural_key), untrained
-
-
-# --------------------------------------------------------------------------------------------------- splitting
-
-# A class with fewer rows than this (or groups of rows, for grouped data) is kept in the training split only: a
-# stratified split needs two to hold one out, and a third keeps one for training after both held-out splits.
-MIN_SPLIT_UNITS = 3
-
-
-def _encode(part: RawSplit, names: list[str], multi_label: bool) -> datasets.Dataset:
-    index = {name: i for i, name in enumerate(names)}
-    if multi_label:
-        labels = [sorted(index[n] for n in _label_names(label)) for label in part.labels]
-        label_feature = datasets.List(datasets.ClassLabel(names=names))
-    else:
-        labels = [index[_label_names(label)[0]] for label in part.labels]
-        label_feature = datasets.ClassLabel(names=names)
-    features = datasets.Features(
-        {"id": datasets.Value("int64"), "text": datasets.Value("string"), "label": label_feature}
-    )
-    return datasets.Dataset.from_dict({"id": part.ids, "text": part.texts, "label": labels}, features=features)
-
-
-def _units(part: RawSplit) -> list[list[int]]:
-    """The rows that go to a split together: each row alone, or the rows of each group, in order of appearance."""
-    if part.groups is None:
-        return [[i] for i in range(len(part.ids))]
-    rows: dict = {}
-    for i, group in enumerate(part.groups):
-        rows.setdefault(group, []).append(i)
-    return list(rows.values())
-
-
-def _hold_out(pool: np.ndarray, strata: np.ndarray | None, split: str, size: int, seed: int, unit: str):
-    """Split `size` units off `pool` (unit numbers), stratified by `strata` (their stratum indices) unless None:
-    what `datasets.Dataset.train_test_split(test_size=size, seed=seed, stratify_by_column=...)` does, through the
-    function it calls, given the strata as an array (the method reads its column row by row: 70 s for ICD-10-CM's
-    75,000 codes). The rest of the pool, then the units taken, in the order the method gives them."""
-    rng = np.random.default_rng(seed)
-    try:
-        if size < 1:
-            raise ValueError(f"too few {unit}s: 10% of them rounds to {size}")
-        if size >= len(pool):
-            raise ValueError(f"only {len(pool):,} {unit}s belong to classes with {MIN_SPLIT_UNITS} or more")
-        if strata is None:
-            permutation = rng.permutation(len(pool))
-            rest, held = permutation[size:], permutation[:size]
-        else:
-            rest, held = next(stratified_shuffle_split_generate_indices(strata, len(pool) - size, size, rng=rng))
-    except ValueError as error:
-        raise DataError(
-            f"Cannot hold out a {'stratified ' if strata is not None else ''}{split} split of {size:,} {unit}s "
-            f"({error}); give the classes more rows (a class with fewer than {MIN_SPLIT_UNITS} stays in training) "
-            f"or pass a --{split}-data file."
-        ) from None
-    return rest, held
-
-
-def _split_off(
-    part: RawSplit, table: datasets.Dataset, held_out: list[str], names: list[str], multi_label: bool, seed: int
-) -> tuple[dict[str, datasets.Dataset], dict]:
-    """Hold the splits `held_out` out of the training rows: 10% of the units (rows, or groups) each, the test split
-    first, stratified by class (or `part.strata`) when single-label. Classes with fewer than `MIN_SPLIT_UNITS`
-    units stay in training; a random (multi-label) split that leaves a class no training row gets one of its
-    held-out units back. The splits, and what the split record says about them."""
-    units = _units(part)
-    labels = table["label"][:]
-    classes = [set().union(*(set(labels[i]) if multi_label else {labels[i]} for i in rows)) for rows in units]
-    count = Counter(c for unit_classes in classes for c in unit_classes)
-    scarce = {c for c, n in count.items() if n < MIN_SPLIT_UNITS}
-    eligible = [u for u, unit_classes in enumerate(classes) if not unit_classes & scarce]
-    strata = None
-    if not multi_label:
-        # A group's stratum is that of its first row; a stratum with too few groups (a class whose texts are
-        # shared with another class's codes) keeps them in training too.
-        named = part.strata or [names[label] for label in labels]
-        stratum_of = {u: named[units[u][0]] for u in eligible}
-        enough = {s for s, n in Counter(stratum_of.values()).items() if n >= MIN_SPLIT_UNITS}
-        eligible = [u for u in eligible if stratum_of[u] in enough]
-        index = {name: i for i, name in enumerate(sorted(enough, key=natural_key))}
-        strata = np.array([index[stratum_of[u]] for u in eligible], dtype=np.int64)
-    pool = np.array(eligible, dtype=np.int64)
-    unit = "row" if part.groups is None else "group"
-    taken: dict[str, list[int]] = {}
-    for split in held_out:  # the test split first, so that it does not depend on the validation fraction
-        rest, held = _hold_out(pool, strata, split, round(HELD_OUT[split] * len(units)), seed, unit)
-        taken[split] = pool[held].tolist()
-        pool, strata = pool[rest], None if strata is None else strata[rest]
-    in_pool = set(eligible)
-    taken["train"] = pool.tolist() + [u for u in range(len(units)) if u not in in_pool]
-    trained = set().union(*(classes[u] for u in taken["train"]))
-    returned: set[int] = set()
-    for split in held_out:
-        staying = []
-        for u in taken[split]:
-            if classes[u] <= trained:
-                staying.append(u)
-            else:
-                returned |= classes[u] - trained
-                trained |= classes[u]
-                taken["train"].append(u)
-        taken[split] = staying
-    splits = {split: table.select([i for u in taken[split] for i in units[u]]) for split in taken}
-    record = {
-        "stratified_by": None if multi_label else (part.stratum_name or "class"),
-        "grouped_by": part.group_name or None,
-        "train_only_classes": sorted((names[c] for c in scarce), key=natural_key),
-        "returned_to_train": sorted((names[c] for c in returned), key=natural_key),
-    }
-    return splits, record
-
-
-def _ids_digest(ids: list[int]) -> str:
-    return hashlib.sha256(",".join(map(str, sorted(ids))).encode()).hexdigest()[:16]
-
-
-def build_splits(
-    raw: dict[str, RawSplit],
-    names: list[str],
-    source: DataSource,
-    multi_label: bool,
-    seed: int,
-    hierarchy: Hierarchy | None = None,
-    descriptions: dict[str, str] | None = None,
-) -> LabelledData:
-    """The `LabelledData` of checked rows (`names`: their classes, from `_check`), the missing splits held out."""
-    if hierarchy is not None and set(hierarchy.ancestors) != set(names):
-        extra, missing = set(hierarchy.ancestors) - set(names), set(names) - set(hierarchy.ancestors)
-        raise DataError(
-            f"The hierarchy's classes differ from the data's: {len(missing)} without groups "
-            f"({_some(sorted(missing))}), {len(extra)} not in the training data ({_some(sorted(extra))})."
-        )
-    encoded = {split: _encode(part, names, multi_label) for split, part in raw.items()}
-    held_out = [s for s in ("test", "validation") if s not in encoded]
-    record: dict = {"seed": seed, "held_out": held_out, "stratified": not multi_label}
-    if held_out:
-        parts, how = _split_off(raw["train"], encoded["train"], held_out, names, multi_label, seed)
-        encoded.update(parts)
-        record.update(how)
-    splits = datasets.DatasetDict({split: encoded[split] for split in SPLITS})
-    record["sizes"] = {split: len(splits[split]) for split in SPLITS}
-    record["ids_sha256"] = {split: _ids_digest(splits[split]["id"][:]) for split in SPLITS}
-    if descriptions is not None:
-        descriptions = {name: descriptions[name] for name in names if name in descriptions}
-    return LabelledData(splits, names, multi_label, source, record, hierarchy, descriptions)
 
 
 def load_data(
@@ -633,58 +189,23 @@ def load_data(
     given = {"train": data, "validation": validation, "test": test}
     raw = _read_files({k: v for k, v in given.items() if v}, text_column, label_column, label_separator)
     multi_label = _is_multi_label(raw)
-    paths = _label_paths(raw, hierarchy_separator) if hierarchy_separator else None
-    parents, descriptions = _read_label_file(label_file) if label_file else (None, None)
-    names, untrained = _check(raw, multi_label, _described_classes(parents, descriptions) if described_classes else [])
+    paths = label_paths(raw, hierarchy_separator) if hierarchy_separator else None
+    parents, descriptions = read_label_file(label_file) if label_file else (None, None)
+    described = described_class_names(parents, descriptions) if described_classes else []
+    names, untrained = _check(raw, multi_label, described)
     if untrained and paths is not None:
         raise DataError(
-            f"The described classes {_some(untrained)} have no training rows, so their groups are written nowhere: "
-            f"give every class's group in a parent column of {label_file} instead of a hierarchy separator."
+            f"The described classes {some_names(untrained)} have no training rows, so their groups are written "
+            f"nowhere: give every class's group in a parent column of {label_file} instead of a hierarchy separator."
         )
     origin = f"the labels of {data}"
-    hierarchy = _hierarchy_of(names, paths, origin, parents, label_file, hierarchy_levels, descriptions)
+    hierarchy = hierarchy_of(names, paths, origin, parents, label_file, hierarchy_levels, descriptions)
     description = f"Labelled texts from {', '.join(sorted({str(v) for v in given.values() if v}))}."
     source = DataSource(name=Path(data).stem, description=description, license="unknown")
     splits = build_splits(raw, names, source, multi_label, seed, hierarchy, descriptions)
     if untrained:
         splits.split_record["untrained_classes"] = untrained
     return splits
-
-
-def _described_classes(parents: dict[str, str | None] | None, descriptions: dict[str, str] | None) -> list[str]:
-    """The classes a label file describes: every described name that is no other name's group."""
-    groups = {parent for parent in (parents or {}).values() if parent is not None}
-    return [name for name in descriptions or {} if name not in groups]
-
-
-def _hierarchy_of(
-    names: list[str],
-    paths: dict[str, tuple[str, ...]] | None,
-    paths_origin: str,
-    parents: dict[str, str | None] | None,
-    label_file: str | None,
-    levels: list[str] | None,
-    descriptions: dict[str, str] | None,
-) -> Hierarchy | None:
-    """The hierarchy of a user's classes (or None): from the groups written in the labels (`paths`) or the label
-    file's parents, with the label file's group descriptions."""
-    if parents is not None and paths is not None:
-        raise DataError(
-            f"The groups come twice: from the labels (a hierarchy separator) and from the parent column of "
-            f"{label_file}: give them one way."
-        )
-    if parents is not None:
-        ancestors, origin = _ancestors_from_parents(parents, names, label_file), label_file
-    elif paths is not None:
-        ancestors, origin = {name: paths[name] for name in names}, paths_origin
-    elif levels:
-        raise DataError(
-            "Hierarchy levels are named, but the data has no hierarchy: pass a hierarchy separator or a label file "
-            "with a parent column."
-        )
-    else:
-        return None
-    return _hierarchy(ancestors, levels, descriptions or {}, origin)
 
 
 def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
@@ -700,7 +221,7 @@ def load_texts(data: str = "trec", text_column: str = "text") -> list[str]:
     parts = [(data, table)] if whole else [(f"{data} [{s}]", table[s]) for s in SPLITS if s in table]
     texts = []
     for origin, part in parts:
-        _require_column(part, origin, "text", text_column)
+        require_column(part, origin, "text", text_column)
         for i, text in enumerate(part[text_column][:]):
             _check_text(f"{origin}, {row_name(i)}", text)
             texts.append(text)

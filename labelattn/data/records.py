@@ -127,3 +127,25 @@ class RawSplit:
 def natural_key(name: str) -> tuple:
     """Sort class names 2 before 10, as people do."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+
+
+def some_names(names: list, shown: int = 5) -> str:
+    """A few names and how many there are: a message stays readable with 1,918 classes."""
+    listed = ", ".join(repr(name) for name in names[:shown])
+    return listed if len(names) <= shown else f"{listed} and {len(names) - shown:,} more ({len(names):,} in all)"
+
+
+def label_kind(value) -> str | None:
+    """ "list" (multi-label), "string" or "integer"; None for a missing label; "other" for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return "list" if all(label_kind(v) in ("string", "integer") for v in value) else "other"
+    if isinstance(value, str):
+        return "string"
+    return "integer" if isinstance(value, int) and not isinstance(value, bool) else "other"
+
+
+def row_labels(value) -> list[str]:
+    values = value if isinstance(value, list | tuple) else [value]
+    return [str(v).strip() for v in values if v is not None and str(v).strip()]

@@ -14,7 +14,7 @@ from labelattn import coding
 from labelattn.training.scores import METRICS_DIR
 
 if TYPE_CHECKING:
-    from labelattn.data.reading import Hierarchy
+    from labelattn.data.records import Hierarchy
 
 RELIABILITY_PNG = "reliability.png"
 COVERAGE_PNG = "coverage-accuracy.png"

@@ -54,7 +54,7 @@ class Training:
 
     args: argparse.Namespace
     accelerator: Any
-    data: Any  # labelattn.data.reading.LabelledData
+    data: Any  # labelattn.data.records.LabelledData
     tokenizer: Any
     model: Any
     optimizer: Any
