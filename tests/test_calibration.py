@@ -5,7 +5,6 @@ writing anything), and the Space says when a prediction falls below the threshol
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import FILLER
+from test_train import planted_rows
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from labelattn import cli, coding
@@ -25,7 +24,6 @@ from labelattn.training.coding_report import coding_report
 from labelattn.training.scores import METRICS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
 SIGNAL = 1.5  # the true class's logit is N(SIGNAL, 1), the others' N(0, 1): the posterior's logits are SIGNAL * z
 
 
@@ -131,18 +129,6 @@ def test_falling_back_to_the_group_codes_more_rows_at_the_target_accuracy():
 # --------------------------------------------------------------------------------------------- the user's path
 
 
-def noisy_rows(n: int, seed: int = 0) -> list[dict]:
-    """Rows of filler words where a planted word decides the class, but one row in four is labelled at random."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        label = list(KEYS)[i % 3]
-        words = rng.sample(FILLER, 6)
-        words.insert(rng.randrange(7), KEYS[label])
-        rows.append({"text": " ".join(words), "label": rng.choice(list(KEYS)) if rng.random() < 0.25 else label})
-    return rows
-
-
 def labelattn(*args: str) -> subprocess.CompletedProcess:
     """`labelattn ARGS` in a fresh process, as users run it (one thread: the cores are shared)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "LABELATTN_DEBUG": ""}
@@ -162,7 +148,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path, str]:
     """A model trained on noisy rows by `labelattn train`, the rows' file, and what the command printed."""
     folder = tmp_path_factory.mktemp("calibration")
     data = folder / "rows.csv"
-    data.write_text("text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in noisy_rows(600)))
+    data.write_text("text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in planted_rows(600, noise=0.25)))
     options = ["--hidden-size", "32", "--batch-size", "8", "--epochs", "4", "--seed", "1", "--learning-rate", "2e-2"]
     result = labelattn("train", "--data", data, *options, "--output-dir", folder / "model")
     assert result.returncode == 0, result.stderr

@@ -28,14 +28,17 @@ KEYS = {"animal": "zebra", "plant": "fern", "stone": "granite"}
 TINY = ["--hidden-size", "32", "--batch-size", "4", "--epochs", "3", "--seed", "1", "--learning-rate", "2e-2"]
 
 
-def planted_rows(n: int, seed: int = 0) -> list[dict]:
-    """Rows of filler words where one planted word decides the class."""
+def planted_rows(n: int, seed: int = 0, noise: float = 0.0) -> list[dict]:
+    """Rows of filler words where one planted word decides the class; with `noise`, that share of the rows is
+    labelled at random instead (the planted word stays)."""
     rng = random.Random(seed)
     rows = []
     for i in range(n):
         label = list(KEYS)[i % 3]
         words = rng.sample(FILLER, 6)
         words.insert(rng.randrange(7), KEYS[label])
+        if noise and rng.random() < noise:
+            label = rng.choice(list(KEYS))
         rows.append({"text": " ".join(words), "label": label})
     return rows
 
