@@ -152,6 +152,8 @@ class LabelAttnConfig(PretrainedConfig):
     label_hierarchy: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):
+        """Every check of the hyper-parameters, in one place, each message naming its fix: long by design (one rule
+        after another), so that no rule lives anywhere else."""
         if self.backbone == "encoder" and self.encoder_config is None:
             raise LabelAttnConfigError(
                 "backbone='encoder' needs an encoder_config: pass one, or build the config with "

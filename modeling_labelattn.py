@@ -659,7 +659,10 @@ class LabelAttnModel(LabelAttnPreTrainedModel):
         output_label_contributions: bool = False,
         **kwargs,
     ) -> LabelAttnModelOutput | tuple:
-        """
+        """The backbone, then the head: checks of the inputs and of what is asked, the encoder or token table, the
+        token context, label attention or mean pooling. One function on purpose (as transformers' `forward`s): the
+        steps read top to bottom, and each branch is a choice of the config, not a second path.
+
         Args:
             input_ids: `(batch, seq_len)` token ids.
             attention_mask: `(batch, seq_len)`, 1 for real tokens and 0 for padding; all ones when omitted.

@@ -84,7 +84,8 @@ def add_data_options(group: DeclaredGroup) -> None:
 
 
 def add_model_options(group: DeclaredGroup) -> None:
-    """The backbone, the head and their sizes."""
+    """The backbone, the head and their sizes: one declaration per option with its help, long because the model has
+    many options, not because it does much."""
     named = ", ".join(f"{name!r} ({backbone.summary})" for name, backbone in BACKBONES.items())
     group.add_argument(
         "--backbone",

@@ -157,7 +157,8 @@ def model_card(
     coding: dict | None = None,
 ) -> ModelCard:
     """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split, with the
-    calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given."""
+    calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given. The card's sections in
+    reading order, one after another: long as the card is, not branched."""
     name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
     backbone = backbones.description(args.backbone)
     if backbones.backbone_kind(args.backbone) == "embedding":
