@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
-from explainers import explain, predict
+from explainers import ExplainerError, explain, predict
 from labelattn.cli import main
 from labelattn.corpus.jobs import CorpusError, explain_dataset, predict_dataset, save
 from labelattn.corpus.shards import ShardFolder
@@ -149,7 +149,8 @@ def test_long_texts_are_read_whole_in_windows(model, tokenizer, tmp_path):
         model, tokenizer, data, method="saliency", max_length=16, long_text="windows", progress=False
     ).to_dict()
     assert explained["words"][0] == long.split() and len(json.loads(explained["extras"][0])["windows"]) > 2
-    with pytest.raises(CorpusError, match="long_text='pages'"):
+    # The corpus reads `long_text` through the explainers' one check (`explainers.windows.check_long_text`).
+    with pytest.raises(ExplainerError, match="long_text='pages'"):
         predict_dataset(model, tokenizer, data, long_text="pages", progress=False)
 
 
