@@ -18,7 +18,8 @@ from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
 from explainers import ExplainerError, explain, predict
 from labelattn.cli import main
-from labelattn.corpus.jobs import CorpusError, explain_dataset, predict_dataset, save
+from labelattn.corpus.files import save
+from labelattn.corpus.jobs import CorpusError, explain_dataset, predict_dataset
 from labelattn.corpus.shards import ShardFolder
 from labelattn.corpus.summarize import corpus_statistics, write_summary
 

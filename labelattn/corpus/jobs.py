@@ -46,7 +46,6 @@ from explainers.targets import resolve_targets
 from explainers.windows import check_long_text
 from explainers.words import TextInput, input_problem
 from labelattn.coding import check_probability, row_confidence
-from labelattn.corpus.files import save
 from labelattn.corpus.processes import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
@@ -63,7 +62,7 @@ CLASS_ROWS_PER_CALL = 200_000
 # How the explainers name the text they refuse, in a call on one text (see `compute_rows`).
 FIRST_TEXT = "Text 0 "
 
-__all__ = ["CorpusError", "CorpusOptions", "explain_dataset", "predict_dataset", "save"]
+__all__ = ["CorpusError", "CorpusOptions", "explain_dataset", "predict_dataset"]
 
 
 @dataclass(frozen=True)
