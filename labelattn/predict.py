@@ -3,6 +3,7 @@
 labelattn predict models/trec-embedding trec --output out/trec.parquet
 labelattn predict models/trec-embedding tickets.csv --text-column body --id-column ticket_id --output out/t.jsonl
 labelattn predict models/trec-embedding tickets.csv --target-accuracy 0.95 --output out/t.csv   # + a manual column
+labelattn predict models/icd10-cm-embedding notes.jsonl --top-k 5 --output out/n.parquet  # 5 best of 1,918 codes
 accelerate launch --num_processes 8 -m labelattn predict MODEL tickets.parquet --output out/t.parquet
 
 `--target-accuracy A` (with a threshold that `labelattn train` chose on the validation split, stored in the model's
@@ -32,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="multi-label models: the probability from which a label is predicted (default 0.5)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        metavar="K",
+        help="write the K most probable classes of each text (`top_labels`, `top_probabilities`, most probable "
+        "first) in place of one `prob_<label>` column per class: for models of many classes, whose columns cost "
+        "more to write than to compute (ICD-10-CM: 1,918)",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     manual = parser.add_mutually_exclusive_group()
@@ -95,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         long_text=args.long_text,
         manual_below=manual[0] if manual else None,
+        top_k=args.top_k,
     )
     report = run_to_file(job, dataset, output, args)
     if manual and process_state().is_main_process:

@@ -86,6 +86,26 @@ def test_a_multi_label_model_predicts_every_label_over_the_threshold(tokenizer):
         predict_dataset(make_model("embedding"), tokenizer, corpus(2), threshold=0.4, progress=False)
 
 
+def test_top_k_writes_the_most_probable_classes_in_place_of_a_column_each(saved_model, tmp_path, capsys):
+    """Through the CLI reading a CSV: `--top-k 2` gives each row the two classes with the highest of the
+    probabilities that the plain run writes one column each, in order, and no `prob_` column; a K above the number
+    of classes is refused before any output exists."""
+    data = write_csv(tmp_path / "data.csv", 9)
+    assert cli("predict", saved_model, data, "--output", tmp_path / "all.jsonl", "--no-progress") == 0
+    assert cli("predict", saved_model, data, "--top-k", 2, "--output", tmp_path / "top.jsonl", "--no-progress") == 0
+    every = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    top = [json.loads(line) for line in (tmp_path / "top.jsonl").read_text().splitlines()]
+    assert not any(name.startswith("prob_") for name in top[0])
+    for full, best in zip(every, top, strict=True):
+        ranked = sorted((name for name in full if name.startswith("prob_")), key=full.get, reverse=True)
+        assert best["top_labels"] == [name.removeprefix("prob_") for name in ranked[:2]]
+        assert best["top_probabilities"] == pytest.approx([full[name] for name in ranked[:2]], abs=1e-6)
+        assert best["predicted_label"] == best["top_labels"][0] == full["predicted_label"]
+    assert cli("predict", saved_model, data, "--top-k", 4, "--output", tmp_path / "four.jsonl") == 2
+    assert "top_k=4: the model has 3 classes" in capsys.readouterr().err
+    assert not (tmp_path / "four.jsonl").exists() and not (tmp_path / "four.jsonl.shards").exists()
+
+
 HIERARCHY = {"levels": ["top", "mid", "class"], "ancestors": {f"class_{c}": ["T0", f"M{c % 2}"] for c in range(3)}}
 
 

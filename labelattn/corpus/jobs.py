@@ -250,11 +250,17 @@ def predict_job(
     threshold: float | None = None,
     long_text: str = "truncate",
     manual_below: float | None = None,
+    top_k: int | None = None,
 ) -> Job:
-    """The predicted label(s) and every class's probability (`prob_<label>` columns); a text longer than the model
-    reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see `explainers.windows`). With
-    `manual_below`, a `manual` column says which rows a person should code: those whose confidence (the top
-    probability; for a multi-label model the least sure yes/no decision, see `labelattn.coding`) is below it."""
+    """The predicted label(s) and every class's probability (`prob_<label>` columns), or with `top_k` the k most
+    probable classes (`top_labels`, `top_probabilities`: lists, most probable first) in place of those columns; a
+    text longer than the model reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see
+    `explainers.windows`). With `manual_below`, a `manual` column says which rows a person should code: those whose
+    confidence (the top probability; for a multi-label model the least sure yes/no decision, see
+    `labelattn.coding`) is below it.
+
+    `top_k` is for models of many classes: ICD-10-CM's 1,918 `prob_<label>` columns cost more to build and write
+    than the model takes to compute them (docs/corpus.md, "Many classes")."""
     labels = class_names(model.config)
     multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
@@ -267,6 +273,8 @@ def predict_job(
     check_long_text(long_text, [])
     if manual_below is not None:
         check_probability(manual_below, "manual_below")
+    if top_k is not None and check_count(top_k, "top_k", "classes", error=CorpusError) > len(labels):
+        raise CorpusError(f"top_k={top_k}: the model has {len(labels)} classes; give at most that many.")
     predicted = "predicted_labels" if multi_label else "predicted_label"
     kind = datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string")
     groups = upper_levels(model.config, labels)
@@ -275,7 +283,14 @@ def predict_job(
             predicted: kind,
             "probability": datasets.Value("float32"),
             **{f"{predicted}_{level}": kind for level in groups},
-            **{f"prob_{label}": datasets.Value("float32") for label in labels},
+            **(
+                {f"prob_{label}": datasets.Value("float32") for label in labels}
+                if top_k is None
+                else {
+                    "top_labels": datasets.List(datasets.Value("string")),
+                    "top_probabilities": datasets.List(datasets.Value("float32")),
+                }
+            ),
             "truncated": datasets.Value("bool"),
             **({"manual": datasets.Value("bool")} if manual_below is not None else {}),
         }
@@ -283,9 +298,13 @@ def predict_job(
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
         result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
+        probabilities = result.probabilities
+        bests = probabilities.argmax(-1).tolist()
+        if top_k is not None:
+            top = probabilities.topk(top_k, dim=-1)
+            tops = zip(top.indices.tolist(), top.values.tolist(), strict=True)
         rows = []
-        for probs, truncated in zip(result.probabilities.tolist(), result.truncated, strict=True):
-            best = max(range(len(labels)), key=probs.__getitem__)
+        for probs, best, truncated in zip(probabilities.tolist(), bests, result.truncated, strict=True):
             if multi_label:
                 chosen = [i for i, p in enumerate(probs) if p >= threshold]
                 label = [labels[i] for i in chosen]
@@ -295,7 +314,11 @@ def predict_job(
             else:
                 label = labels[best]
                 levels = {f"{predicted}_{level}": of[best] for level, of in groups.items()}
-            by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
+            if top_k is None:
+                by_class = {f"prob_{name}": p for name, p in zip(labels, probs, strict=True)}
+            else:
+                indices, values = next(tops)
+                by_class = {"top_labels": [labels[i] for i in indices], "top_probabilities": values}
             row = {predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}
             if manual_below is not None:
                 row["manual"] = row_confidence(probs, multi_label) < manual_below
@@ -305,6 +328,7 @@ def predict_job(
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
     settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
     settings |= {"manual_below": manual_below} if manual_below is not None else {}
+    settings |= {"top_k": top_k} if top_k is not None else {}
     return Job(model, tokenizer, max_length, settings, features, compute, long_text)
 
 
@@ -630,15 +654,16 @@ def predict_dataset(
         arguments: by keyword, what to compute (`predict_job`'s): `threshold` (multi-label models only: the
             probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
             (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
-            ("windows" reads them whole, see `explainers.windows`); and
+            ("windows" reads them whole, see `explainers.windows`), `top_k` (the k most probable classes in place
+            of one column per class), `manual_below`; and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
             `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`, `max_chars`.
 
     Returns:
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
         a list, for a multi-label model), `predicted_label_<level>` for each upper level of a model trained on
-        hierarchical labels, `probability` of the predicted class, `prob_<label>` for every class, `truncated`,
-        and `error` (why a row's text could not be read, naming the row, else None).
+        hierarchical labels, `probability` of the predicted class, `prob_<label>` for every class (or with `top_k`
+        `top_labels` and `top_probabilities`), `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
     """
     options, request = split_arguments(arguments)
     return run_job(predict_job(model, tokenizer, **request), data, options).dataset
