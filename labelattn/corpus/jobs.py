@@ -663,7 +663,8 @@ def predict_dataset(
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
         a list, for a multi-label model), `predicted_label_<level>` for each upper level of a model trained on
         hierarchical labels, `probability` of the predicted class, `prob_<label>` for every class (or with `top_k`
-        `top_labels` and `top_probabilities`), `truncated`, and `error` (why a row's text could not be read, naming the row, else None).
+        `top_labels` and `top_probabilities`), `truncated`, and `error` (why a row's text could not be read,
+        naming the row, else None).
     """
     options, request = split_arguments(arguments)
     return run_job(predict_job(model, tokenizer, **request), data, options).dataset
