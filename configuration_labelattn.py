@@ -21,6 +21,22 @@ class LabelAttnConfigError(ValueError):
     """A `LabelAttnConfig` was given hyper-parameters that cannot build a model."""
 
 
+def dropout_problem(probability: float) -> str | None:
+    """What is wrong with a dropout probability (None if nothing), to follow its name: the one home of the rule,
+    which `labelattn train` also says with its options' names."""
+    return None if 0.0 <= probability < 1.0 else f"must be in [0, 1), got {probability!r}"
+
+
+def token_context_width_problem(width: int) -> str | None:
+    """What is wrong with a token context width (None if nothing), to follow its name: the one home of the rule,
+    which `labelattn train --token-context-width` also says. Odd, so that every token sees as many neighbours on
+    each side."""
+    if isinstance(width, int) and (width == 0 or (width > 0 and width % 2 == 1)):
+        return None
+    hint = f": use {width + 1}" if isinstance(width, int) and width > 0 else ""
+    return f"must be 0 (none) or an odd width such as 3, got {width!r}{hint}"
+
+
 class LabelAttnConfig(PretrainedConfig):
     r"""
     Configuration of [`LabelAttnModel`] and [`LabelAttnForSequenceClassification`].
@@ -219,17 +235,10 @@ class LabelAttnConfig(PretrainedConfig):
                 f"{self.temperature!r}: fit it on held-out rows, or leave it unset."
             )
         for name in ("embedding_dropout", "attention_dropout", "classifier_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise LabelAttnConfigError(f"{name} is a probability in [0, 1), got {getattr(self, name)!r}.")
-        if not isinstance(self.token_context_width, int) or self.token_context_width < 0:
-            raise LabelAttnConfigError(
-                f"token_context_width must be 0 (no context) or a positive odd width, got {self.token_context_width!r}."
-            )
-        if self.token_context_width % 2 == 0 and self.token_context_width > 0:
-            raise LabelAttnConfigError(
-                f"token_context_width must be odd, so that every token sees as many neighbours on each side, got "
-                f"{self.token_context_width}: use {self.token_context_width + 1}."
-            )
+            if (problem := dropout_problem(getattr(self, name))) is not None:
+                raise LabelAttnConfigError(f"{name} {problem}.")
+        if (problem := token_context_width_problem(self.token_context_width)) is not None:
+            raise LabelAttnConfigError(f"token_context_width {problem}.")
         if self.hidden_size % self.num_attention_heads != 0:
             raise LabelAttnConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -257,10 +266,8 @@ class LabelAttnConfig(PretrainedConfig):
                 f"label_description_size computes label-attention queries from the classes' descriptions, but "
                 f"pooling={self.pooling!r} has no queries: use pooling='label_attention', or drop the descriptions."
             )
-        if not 0.0 <= self.label_residual_dropout < 1.0:
-            raise LabelAttnConfigError(
-                f"label_residual_dropout is a probability in [0, 1), got {self.label_residual_dropout!r}."
-            )
+        if (problem := dropout_problem(self.label_residual_dropout)) is not None:
+            raise LabelAttnConfigError(f"label_residual_dropout {problem}.")
         if self.label_residual_dropout > 0 and size is None:
             raise LabelAttnConfigError(
                 "label_residual_dropout drops the residuals of queries computed from descriptions, which this config "

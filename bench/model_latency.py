@@ -204,18 +204,20 @@ def training_step(
     (with another `classifier_dropout` when given)."""
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
-    args = settings.resolve_defaults(parser.parse_args(["--pooling", pooling]))
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(["--pooling", pooling]))
     torch.manual_seed(0)
-    model = build_model(args, label_names, False, 30522).train()
+    model = build_model(train_settings, label_names, False, 30522).train()
     if classifier_dropout is not None:
         model.config.classifier_dropout = model.dropout.p = classifier_dropout
-    optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    optimizer = torch.optim.AdamW(
+        optimizer_groups(model, train_settings), weight_decay=train_settings.weight_decay, fused=True
+    )
     cycle = itertools.cycle(batches)
 
     def run() -> None:
         for _ in range(steps):
             model(**next(cycle)).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_settings.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad()
 

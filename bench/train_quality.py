@@ -116,10 +116,12 @@ def make_stepper(data, options: list[str], batches: list[dict]):
     """A function running one training step of a fresh model built exactly as `labelattn train <options>` builds it."""
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
-    args = settings.resolve_defaults(parser.parse_args(options))
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(options))
     torch.manual_seed(0)
-    model = build.build_model(args, data.label_names, False, 30522).train()
-    optimizer = torch.optim.AdamW(build.optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    model = build.build_model(train_settings, data.label_names, False, 30522).train()
+    optimizer = torch.optim.AdamW(
+        build.optimizer_groups(model, train_settings), weight_decay=train_settings.weight_decay, fused=True
+    )
     position = [0]
 
     def step() -> int:

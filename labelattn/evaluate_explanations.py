@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     from explainers import get_explainer, load_classifier
     from explainers.evaluation.faithfulness import check_settings
-    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.process_state import process_state
 
     accelerator = process_state()
     percentages = list(check_settings(_percentages(args.percentages), args.removal, args.batch_size))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from labelattn import DEFAULT_MODEL_DIR
 from labelattn.arguments import add_method_argument, add_model_arguments, add_option_argument
-from labelattn.corpus.command import DATA_HELP, add_corpus_arguments
+from labelattn.corpus.options import DATA_HELP, add_corpus_arguments
 
 if TYPE_CHECKING:  # explainers pulls in torch: imported in `run` only
     from explainers import Explanation
@@ -185,7 +185,7 @@ def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus.jobs`)."""
     from labelattn.corpus.command import open_corpus_run, run_to_file
     from labelattn.corpus.jobs import explain_job
-    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.process_state import process_state
     from labelattn.corpus.summarize import write_summary
 
     asked = request(args)

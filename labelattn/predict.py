@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from labelattn.arguments import add_model_arguments
-from labelattn.corpus.command import DATA_HELP, add_corpus_arguments
+from labelattn.corpus.options import DATA_HELP, add_corpus_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +92,7 @@ def print_manual_rows(dataset, threshold: float, source: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from labelattn.corpus.command import open_corpus_run, run_to_file
     from labelattn.corpus.jobs import predict_job
-    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.process_state import process_state
 
     manual = manual_threshold(args)  # a bad threshold or target is refused before anything is read or written
     output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")

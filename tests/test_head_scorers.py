@@ -95,10 +95,10 @@ def test_labelattn_train_builds_the_scorer_it_is_given(options, scorer, rank):
 
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
-    args = settings.resolve_defaults(parser.parse_args(["--data", "trec", *options]))
-    model = build.build_model(args, ["a", "b", "c"], False, 30522)
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(["--data", "trec", *options]))
+    model = build.build_model(train_settings, ["a", "b", "c"], False, 30522)
     default = LabelAttnConfig.__dataclass_fields__["scorer"].default
-    assert model.config.scorer == (scorer or default) == args.scorer
+    assert model.config.scorer == (scorer or default) == train_settings.scorer
     assert model.config.scorer_rank == rank
 
 
@@ -110,4 +110,6 @@ def test_labelattn_train_refuses_a_rank_without_a_per_class_scorer():
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
     with pytest.raises(settings.TrainingError, match="--scorer-rank sets the rank of a per-class scorer"):
-        settings.resolve_defaults(parser.parse_args(["--data", "trec", "--scorer", "shared", "--scorer-rank", "8"]))
+        settings.TrainSettings.from_args(
+            parser.parse_args(["--data", "trec", "--scorer", "shared", "--scorer-rank", "8"])
+        )

@@ -569,9 +569,12 @@ def test_loss_follows_the_problem_type(multi_label):
         (dict(pooling="max"), "Unknown pooling 'max'"),
         (dict(backbone="encoder"), "backbone='encoder' needs an encoder_config"),
         (dict(problem_type="regression"), "problem_type='regression' is not supported"),
-        (dict(attention_dropout=1.5), r"attention_dropout is a probability in \[0, 1\)"),
-        (dict(token_context_width=2), "token_context_width must be odd.*use 3"),
-        (dict(token_context_width=-1), "token_context_width must be 0 .no context. or a positive odd width"),
+        (dict(attention_dropout=1.5), r"attention_dropout must be in \[0, 1\), got 1.5"),
+        (
+            dict(token_context_width=2),
+            r"token_context_width must be 0 \(none\) or an odd width such as 3, got 2: use 3",
+        ),
+        (dict(token_context_width=-1), r"token_context_width must be 0 \(none\) or an odd width such as 3, got -1"),
     ],
 )
 def test_bad_config_is_refused(kwargs, message):

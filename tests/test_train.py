@@ -1,6 +1,7 @@
 """`labelattn train` end to end on tiny files: what it saves, resume after SIGKILL, two processes, bad options."""
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -18,6 +19,7 @@ from conftest import FILLER
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from configuration_labelattn import dropout_problem, token_context_width_problem
 from labelattn import cli
 from labelattn.training import arguments, build, card, checkpoints, settings
 from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
@@ -286,12 +288,12 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
     monkeypatch.chdir(tiny_csv.parent)
     parser = train_parser()
     out = tmp_path / "run"
-    first = settings.resolve_defaults(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
+    first = settings.TrainSettings.from_args(parser.parse_args(["--data", tiny_csv.name, "--output-dir", str(out)]))
     fake_checkpoint(out, 10)
     (out / settings.SETTINGS_FILE).write_text(json.dumps(settings.settings_of(first)))
     again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
-    settings.check_output_dir(settings.resolve_defaults(parser.parse_args(again)))  # no error
-    other = settings.resolve_defaults(parser.parse_args([*again, "--seed", "7"]))
+    settings.check_output_dir(settings.TrainSettings.from_args(parser.parse_args(again)))  # no error
+    other = settings.TrainSettings.from_args(parser.parse_args([*again, "--seed", "7"]))
     with pytest.raises(settings.TrainingError, match="other settings"):
         settings.check_output_dir(other)
 
@@ -485,16 +487,47 @@ def test_the_recorded_command_gives_the_same_settings(options):
     assert vars(again) == vars(args)
 
 
+def test_the_settings_hold_every_option_typed_and_filled_once():
+    """`TrainSettings` is what a run reads past the command line: one field per option (and the recorded command),
+    the backbone's defaults filled in, frozen, and recorded in training_args.json as the options that decide the
+    weights."""
+    parser = train_parser()
+    declared = {action.dest for action in arguments.add_arguments(argparse.ArgumentParser())}
+    assert {field.name for field in dataclasses.fields(settings.TrainSettings)} == declared | {"command_line"}
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(["--output-dir", "m", "--epochs", "5"]))
+    assert train_settings.learning_rate > 0 and train_settings.head_learning_rate == train_settings.learning_rate
+    assert (
+        train_settings.freeze_embeddings is True
+        and train_settings.command_line == "labelattn train --epochs 5 --output-dir m"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        train_settings.epochs = 1
+    recorded = settings.settings_of(train_settings)
+    assert recorded["epochs"] == 5 and not set(recorded) & settings.NOT_SETTINGS
+    assert json.loads(json.dumps(recorded)) == recorded  # what training_args.json holds compares equal to it
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [("--token-context-width", 2, token_context_width_problem), ("--classifier-dropout", 1.5, dropout_problem)],
+)
+def test_the_options_model_rules_are_the_configs(option, value, problem):
+    """The token context's width and a dropout's range: the config's one rule, said with the option's name."""
+    with pytest.raises(settings.TrainingError) as refused:
+        settings.TrainSettings.from_args(train_parser().parse_args(["--output-dir", "m", option, str(value)]))
+    assert str(refused.value) == f"{option} {problem(value)}."
+
+
 @pytest.mark.parametrize(
     ("options", "frozen"),
     [([], True), (["--no-freeze-embeddings"], False), (["--embeddings", "random"], False)],
 )
 def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     options = ["--output-dir", "m", "--hidden-size", "32", *options]
-    args = settings.resolve_defaults(train_parser().parse_args(options))
-    model = build.build_model(args, ["a", "b"], multi_label=False, vocab_size=30522)
+    train_settings = settings.TrainSettings.from_args(train_parser().parse_args(options))
+    model = build.build_model(train_settings, ["a", "b"], multi_label=False, vocab_size=30522)
     table = model.get_input_embeddings().weight
-    optimized = [p for group in build.optimizer_groups(model, args) for p in group["params"]]
+    optimized = [p for group in build.optimizer_groups(model, train_settings) for p in group["params"]]
     assert table.requires_grad is not frozen
     assert any(p is table for p in optimized) is not frozen
     assert len(optimized) == sum(p.requires_grad for p in model.parameters())

@@ -1,3 +1,4 @@
 """The corpus commands (`labelattn predict`, `labelattn explain --data`, `labelattn summarize`): their shared options
-and loading (`command`), the job that streams rows to Parquet shards (`jobs`, `shards`), the process layout
-(`processes`) and the per-class summaries (`summarize`). May import `labelattn.data` and `explainers`."""
+(`options`), their shared run from the options to the output file (`command`), the job that streams rows to shards
+(`jobs`, `shards`) and the output file (`files`), this process's place in an `accelerate launch`
+(`process_state`) and the per-class summaries (`summarize`). May import `labelattn.data` and `explainers`."""

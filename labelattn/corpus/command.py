@@ -1,12 +1,11 @@
-"""What the two corpus commands share (`labelattn predict` and `labelattn explain --data`): their options, reading
-DATA, checking the output before any work, and running a job to the output file (see `labelattn.corpus.jobs`)."""
+"""The run the two corpus commands share (`labelattn predict` and `labelattn explain --data`), from their parsed
+options (declared in `labelattn.corpus.options`) to the output file: checking the output and reading DATA before
+any work (`open_corpus_run`), then running a job to the file (`run_to_file`, see `labelattn.corpus.jobs`)."""
 
 import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from labelattn.arguments import add_overwrite_argument, add_text_column_argument
 
 if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help stays fast
     import datasets
@@ -14,64 +13,6 @@ if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help
     from labelattn.corpus.jobs import CorpusReport, Job
 
 FORMATS = (".parquet", ".jsonl", ".csv")
-DATA_HELP = (
-    "a built-in data set (trec, trec-fine, bbc-news, icd10-cm: every row, or --split), a .csv, .jsonl or .parquet "
-    "file, or a folder saved by datasets (save_to_disk)"
-)
-
-
-def add_corpus_arguments(parser: argparse.ArgumentParser, default_output: str) -> None:
-    """The options every corpus command shares (predict, explain --data)."""
-    parser.add_argument(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help=f"the output file; its extension picks the format: .parquet (nested lists), .jsonl, or .csv (lists as "
-        f"JSON strings). Shards and the run's settings go to FILE.shards/ (default: {default_output})",
-    )
-    add_text_column_argument(parser)
-    parser.add_argument(
-        "--text-pair-column", metavar="NAME", help="column of the second texts of pairs (NLI, question-passage)"
-    )
-    parser.add_argument(
-        "--id-column",
-        metavar="NAME",
-        help="a column that names each row: put right after `row` in the output, and named in error messages",
-    )
-    parser.add_argument(
-        "--split", help="for a built-in data set or a datasets folder with splits: read this split only"
-    )
-    parser.add_argument(
-        "--max-length",
-        type=int,
-        metavar="TOKENS",
-        help="longest input (default: all the model reads); longer texts are cut and marked in the `truncated` column",
-    )
-    parser.add_argument(
-        "--long-text",
-        choices=["truncate", "windows"],
-        default="truncate",
-        help="a text longer than --max-length: truncate (read its start) or windows (read it all, in overlapping "
-        "windows whose logits are averaged; every word explained once) (default: truncate)",
-    )
-    parser.add_argument(
-        "--shard-size",
-        type=int,
-        default=1000,
-        help="rows per shard: the unit of work, of resuming and of the split across processes (default 1000)",
-    )
-    parser.add_argument(
-        "--max-chars",
-        type=int,
-        metavar="N",
-        help="the longest text a row may hold, in characters: a longer one becomes an error row saying so, and the "
-        "other rows are computed (default: 10,000,000, about 1.6 million words)",
-    )
-    add_overwrite_argument(
-        parser,
-        "the results of a run with other settings at --output (deletes only that run's own files, never the input)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
@@ -137,7 +78,7 @@ def check_output(output: Path, data: str, overwrite: bool) -> None:
 def model_and_tokenizer(args: argparse.Namespace):
     """The classifier and its tokenizer, on this process's device under `accelerate launch`."""
     from labelattn.arguments import classifier_from_arguments
-    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.process_state import process_state
 
     return classifier_from_arguments(args, device=process_state().device)
 
@@ -163,7 +104,7 @@ def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: arg
     process writes `output` from the shards and the report line."""
     from labelattn.corpus.files import save
     from labelattn.corpus.jobs import CorpusOptions, run_job
-    from labelattn.corpus.processes import process_state
+    from labelattn.corpus.process_state import process_state
 
     options = CorpusOptions(
         output_dir=shard_folder(output),

@@ -46,7 +46,7 @@ from explainers.targets import resolve_targets
 from explainers.windows import check_long_text
 from explainers.words import TextInput, input_problem
 from labelattn.coding import check_probability, row_confidence
-from labelattn.corpus.processes import process_state
+from labelattn.corpus.process_state import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
 DEFAULT_SHARD_SIZE = 1000

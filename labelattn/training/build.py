@@ -1,13 +1,13 @@
 """What a training run trains and how it feeds it: the tokenizer and the classifier the options name, the
 tokenized data loaders, and the optimizer's parameter groups."""
 
-import argparse
 from typing import TYPE_CHECKING
 
 from labelattn.training import backbones
 
 if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
     from labelattn.data.records import Hierarchy
+    from labelattn.training.settings import TrainSettings
 
 
 def load_tokenizer(backbone: str):
@@ -18,7 +18,7 @@ def load_tokenizer(backbone: str):
 
 
 def build_model(
-    args: argparse.Namespace,
+    settings: "TrainSettings",
     label_names: list[str],
     multi_label: bool,
     vocab_size: int,
@@ -35,40 +35,40 @@ def build_model(
     common = dict(
         id2label=dict(enumerate(label_names)),
         label2id={name: i for i, name in enumerate(label_names)},
-        pooling=args.pooling,
-        num_attention_heads=args.num_attention_heads,
-        attention_key_size=args.attention_key_size,
-        scorer=args.scorer,
-        scorer_rank=args.scorer_rank,
-        initializer_range=args.initializer_range,
-        classifier_dropout=args.classifier_dropout,
+        pooling=settings.pooling,
+        num_attention_heads=settings.num_attention_heads,
+        attention_key_size=settings.attention_key_size,
+        scorer=settings.scorer,
+        scorer_rank=settings.scorer_rank,
+        initializer_range=settings.initializer_range,
+        classifier_dropout=settings.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",
     )
-    embedding = backbones.backbone_kind(args.backbone) == "embedding"
-    if args.label_descriptions:  # queries computed from the mean of the backbone's token vectors over a description
-        encoder = None if embedding else AutoConfig.from_pretrained(backbones.encoder_path(args.backbone))
-        common["label_description_size"] = args.hidden_size if embedding else encoder.hidden_size
-        common["label_residual_dropout"] = args.label_residual_dropout
+    embedding = backbones.backbone_kind(settings.backbone) == "embedding"
+    if settings.label_descriptions:  # queries computed from the mean of the backbone's token vectors over a description
+        encoder = None if embedding else AutoConfig.from_pretrained(backbones.encoder_path(settings.backbone))
+        common["label_description_size"] = settings.hidden_size if embedding else encoder.hidden_size
+        common["label_residual_dropout"] = settings.label_residual_dropout
     if hierarchy is not None:
         ancestors = {name: list(hierarchy.ancestors[name]) for name in label_names}
         common["label_hierarchy"] = {"levels": hierarchy.levels, "ancestors": ancestors}
     if embedding:
         config = LabelAttnConfig(
             vocab_size=vocab_size,
-            hidden_size=args.hidden_size,
-            token_context_width=args.token_context_width,
-            max_seq_length=args.max_length,
+            hidden_size=settings.hidden_size,
+            token_context_width=settings.token_context_width,
+            max_seq_length=settings.max_length,
             **common,
         )
         model = LabelAttnForSequenceClassification(config)
-        initialise_embeddings(model, args.embeddings)  # the vectors are in the saved weights: loading needs nothing
+        initialise_embeddings(model, settings.embeddings)  # the vectors are in the saved weights: loading needs nothing
     else:
-        model = LabelAttnForSequenceClassification.from_encoder(backbones.encoder_path(args.backbone), **common)
-    model.get_input_embeddings().weight.requires_grad_(not args.freeze_embeddings)
+        model = LabelAttnForSequenceClassification.from_encoder(backbones.encoder_path(settings.backbone), **common)
+    model.get_input_embeddings().weight.requires_grad_(not settings.freeze_embeddings)
     return model
 
 
-def tokenized_loaders(data, tokenizer, args: argparse.Namespace, max_length: int, seed: int):
+def tokenized_loaders(data, tokenizer, settings: "TrainSettings", max_length: int, seed: int):
     """DataLoaders over the tokenized splits; the training one shuffles with its own generator, so that building
     it (or resuming) never draws from the global random state that dropout uses."""
     import torch
@@ -92,18 +92,18 @@ def tokenized_loaders(data, tokenizer, args: argparse.Namespace, max_length: int
         shuffle = split == "train"
         generator = torch.Generator().manual_seed(seed) if shuffle else None
         loaders[split] = DataLoader(
-            tokenized[split], batch_size=args.batch_size, shuffle=shuffle, collate_fn=collate, generator=generator
+            tokenized[split], batch_size=settings.batch_size, shuffle=shuffle, collate_fn=collate, generator=generator
         )
     return loaders
 
 
-def optimizer_groups(model, args: argparse.Namespace) -> list[dict]:
+def optimizer_groups(model, settings: "TrainSettings") -> list[dict]:
     """A pretrained encoder learns slowly, the new head quickly; the embedding backbone is all new."""
     encoder = model.labelattn.encoder
     encoder_params = {id(p) for p in encoder.parameters()} if encoder is not None else set()
     trained = [p for p in model.parameters() if p.requires_grad]  # not a frozen token table
     groups = [
-        {"params": [p for p in trained if id(p) in encoder_params], "lr": args.learning_rate},
-        {"params": [p for p in trained if id(p) not in encoder_params], "lr": args.head_learning_rate},
+        {"params": [p for p in trained if id(p) in encoder_params], "lr": settings.learning_rate},
+        {"params": [p for p in trained if id(p) not in encoder_params], "lr": settings.head_learning_rate},
     ]
     return [group for group in groups if group["params"]]

@@ -4,7 +4,6 @@ The folder pushed is built by `stage_for_hub`, which the tests load back from a 
 tested is what would be uploaded.
 """
 
-import argparse
 import shutil
 import tempfile
 from pathlib import Path
@@ -17,6 +16,7 @@ from huggingface_hub.utils import validate_repo_id
 from labelattn.coding import shown
 from labelattn.data.records import LabelledData
 from labelattn.training import backbones, checkpoints
+from labelattn.training.settings import TrainSettings
 
 # Files a model folder must hold to load with trust_remote_code=True (a fast tokenizer saves tokenizer.json).
 REQUIRED = ("README.md", "config.json", "model.safetensors", "configuration_labelattn.py", "modeling_labelattn.py")
@@ -36,11 +36,11 @@ EMBEDDINGS_TEXT = {
 }
 
 
-def embedding_backbone_text(args: argparse.Namespace) -> str:
-    """How the embedding backbone was built and trained, from the run's settings (older runs lack the newer ones)."""
-    start = EMBEDDINGS_TEXT[getattr(args, "embeddings", "random")]
-    table = "kept frozen" if getattr(args, "freeze_embeddings", False) else "then trained"
-    width = getattr(args, "token_context_width", 0)
+def embedding_backbone_text(settings: TrainSettings) -> str:
+    """How the embedding backbone was built and trained, from the run's settings."""
+    start = EMBEDDINGS_TEXT[settings.embeddings]
+    table = "kept frozen" if settings.freeze_embeddings else "then trained"
+    width = settings.token_context_width
     context = f"with a residual convolution over {width} neighbouring tokens" if width else "as a bag of tokens"
     return f"{backbones.description('embedding')} starting from {start}, {table}, {context}"
 
@@ -49,7 +49,7 @@ class CardError(ValueError):
     """A model folder that cannot be pushed as it is."""
 
 
-def card_metadata(data: LabelledData, args: argparse.Namespace, scores: dict[str, dict], name: str) -> ModelCardData:
+def card_metadata(data: LabelledData, settings: TrainSettings, scores: dict[str, dict], name: str) -> ModelCardData:
     """The YAML block the Hub reads: library, task, licence, data, metrics and a model-index of the test results."""
     dataset = data.source.hub_id or data.source.name
     results = [
@@ -68,13 +68,13 @@ def card_metadata(data: LabelledData, args: argparse.Namespace, scores: dict[str
     ]
     return ModelCardData(
         language=data.source.language,
-        license=args.license,
+        license=settings.license,
         library_name="transformers",
         pipeline_tag="text-classification",
         tags=["labelattn", "label-attention", "text-classification", "custom_code", "explainability"],
         datasets=[dataset],
         metrics=["accuracy", "f1"],
-        base_model=backbones.base_model(args.backbone),
+        base_model=backbones.base_model(settings.backbone),
         model_name=name,
         eval_results=results,
     )
@@ -151,18 +151,18 @@ The thresholds for 80% to 99% are in `coding.json`: `labelattn predict {repo} DA
 
 def model_card(
     data: LabelledData,
-    args: argparse.Namespace,
+    settings: TrainSettings,
     scores: dict[str, dict],
     repo_id: str | None = None,
     coding: dict | None = None,
 ) -> ModelCard:
-    """The card of a model trained by `labelattn train` with `args` on `data`, scoring `scores` per split, with the
+    """The card of a model trained by `labelattn train` with `settings` on `data`, scoring `scores` per split, with the
     calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given. The card's sections in
     reading order, one after another: long as the card is, not branched."""
-    name = repo_id.split("/")[-1] if repo_id else Path(args.output_dir).name
-    backbone = backbones.description(args.backbone)
-    if backbones.backbone_kind(args.backbone) == "embedding":
-        backbone = embedding_backbone_text(args)
+    name = repo_id.split("/")[-1] if repo_id else Path(settings.output_dir).name
+    backbone = backbones.description(settings.backbone)
+    if backbones.backbone_kind(settings.backbone) == "embedding":
+        backbone = embedding_backbone_text(settings)
     record = data.split_record
     split_rows = "\n".join(
         f"| {split} | {record['sizes'][split]} | `{record['ids_sha256'][split]}` |" for split in record["sizes"]
@@ -192,7 +192,7 @@ def model_card(
 # {name}
 
 A {"multi-label" if data.multi_label else "single-label"} text classifier made with
-[labelattn](https://github.com/labelattn/labelattn): {backbone}, read by {POOLING_TEXT[args.pooling]}.
+[labelattn](https://github.com/labelattn/labelattn): {backbone}, read by {POOLING_TEXT[settings.pooling]}.
 
 Labels ({len(data.label_names)}): {labels}.
 
@@ -215,42 +215,43 @@ Labels ({len(data.label_names)}): {labels}.
 |---|{"---|" * len(metric_names)}
 {score_rows}
 
-{coding_section(coding, repo_id or str(args.output_dir)) if coding else ""}
+{coding_section(coding, repo_id or str(settings.output_dir)) if coding else ""}
 ## Training
 
 ```bash
-{args.command_line}
+{settings.command_line}
 ```
 
-{args.epochs} epochs, batch size {args.batch_size} per process, AdamW (learning rate {args.learning_rate}, head
-{args.head_learning_rate}, weight decay {args.weight_decay}) with a linear schedule and {args.warmup_ratio:.0%} warm-up,
-at most {args.max_length} tokens per text, seed {args.seed}, with Hugging Face Accelerate.
+{settings.epochs} epochs, batch size {settings.batch_size} per process, AdamW (learning rate
+{settings.learning_rate}, head {settings.head_learning_rate}, weight decay {settings.weight_decay}) with a linear
+schedule and {settings.warmup_ratio:.0%} warm-up, at most {settings.max_length} tokens per text, seed {settings.seed},
+with Hugging Face Accelerate.
 
 ## Usage
 
 The model's code ships in this repository (`modeling_labelattn.py`), hence `trust_remote_code=True` (the
 tokenizer is a plain BERT WordPiece one, but `AutoTokenizer` reads the model's config first):
 
-{_usage(repo_id or str(args.output_dir), example, data.multi_label)}
+{_usage(repo_id or str(settings.output_dir), example, data.multi_label)}
 
 With `output_attentions=True` the output holds `label_attentions` `(batch, heads, num_labels, seq_len)`: the weights
 each class put on each token. The `explainers` package of labelattn turns them (or Integrated Gradients, SHAP, ...) into
 word scores: `explain(model, tokenizer, text, method="label_attention")`.
 """
-    return ModelCard(f"---\n{card_metadata(data, args, scores, name).to_yaml()}\n---\n{body}")
+    return ModelCard(f"---\n{card_metadata(data, settings, scores, name).to_yaml()}\n---\n{body}")
 
 
 def write_model_card(
     folder: Path,
     data: LabelledData,
-    args: argparse.Namespace,
+    settings: TrainSettings,
     scores: dict[str, dict],
     repo_id: str | None = None,
     coding: dict | None = None,
 ) -> Path:
     """Write README.md into `folder`; returns its path."""
     path = Path(folder) / "README.md"
-    model_card(data, args, scores, repo_id, coding).save(path)
+    model_card(data, settings, scores, repo_id, coding).save(path)
     return path
 
 

@@ -8,7 +8,8 @@ One code path for every set-up: `Accelerator` places the model, wraps it for DDP
 so, accumulates gradients and runs mixed precision; nothing here names a device. `train` reads top to bottom as the
 steps of a run, and this module holds the steps: start or resume, the training loop, its checkpoints, the final
 scores and calibration, the saved model. The rest of `labelattn.training` has one module each: the options
-(`arguments`), their defaults and checks and the rules of resuming (`settings`), the model and its loaders
+(`arguments`), the checked settings the run reads past the command line (`settings.TrainSettings`, with the
+defaults that depend on the backbone) and the rules of resuming (`settings`), the model and its loaders
 (`build`), the prepared run (`setup`), the scores (`scores`), the temperature fitted on validation
 (`calibration`), the calibration error and automatic coding rates it gives (`coding_report`), the named backbones
 (`backbones`), the rules of the output folder (`checkpoints`), and the named points of a run, where the
@@ -22,17 +23,17 @@ import os
 from typing import TYPE_CHECKING
 
 from labelattn.training import checkpoints
-from labelattn.training.arguments import add_arguments, command_line
+from labelattn.training.arguments import add_arguments
 from labelattn.training.build import load_tokenizer
 from labelattn.training.scores import evaluate_split, format_scores, predict_split, split_scores
 from labelattn.training.settings import (
     SETTINGS_FILE,
     TrainingError,
+    TrainSettings,
     check_launch,
     check_max_length,
     check_output_dir,
     launch_of,
-    resolve_defaults,
     run_inputs,
     settings_of,
 )
@@ -48,10 +49,10 @@ __all__ = ["add_arguments", "run"]
 def start_fresh(run: Training) -> None:
     """A new run: the folder emptied if --overwrite, an empty checkpoint folder, the settings recorded."""
     if run.accelerator.is_main_process:
-        if run.args.overwrite:
-            checkpoints.delete(checkpoints.overwritable(run.output_dir, run_inputs(run.args)))
+        if run.settings.overwrite:
+            checkpoints.delete(checkpoints.overwritable(run.output_dir, run_inputs(run.settings)))
         checkpoints.start(run.output_dir)
-        (run.output_dir / SETTINGS_FILE).write_text(json.dumps(settings_of(run.args), indent=2) + "\n")
+        (run.output_dir / SETTINGS_FILE).write_text(json.dumps(settings_of(run.settings), indent=2) + "\n")
     run.progress.launch = launch_of(run.accelerator)
     run.accelerator.wait_for_everyone()
 
@@ -64,7 +65,7 @@ def resume(run: Training) -> None:
     if accelerator.is_main_process:
         checkpoints.discard_after(run.output_dir, checkpoints.step_of(checkpoint))
     accelerator.load_state(str(checkpoint))
-    check_launch(accelerator, run.progress.launch, run.args)
+    check_launch(accelerator, run.progress.launch, run.settings)
     progress = run.progress
     accelerator.print(f"Resumed at step {progress.steps} (epoch {progress.epoch + 1}, batch {progress.batches}).")
     run.events("resumed", step=progress.steps)
@@ -96,7 +97,7 @@ def training_step(run: Training, batch: dict):
             raise diverged(run, f"The loss is {loss.item()}", run.progress.steps + 1)
         accelerator.backward(loss)
         if accelerator.sync_gradients:
-            accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+            accelerator.clip_grad_norm_(model.parameters(), run.settings.max_grad_norm)
         run.optimizer.step()
         run.scheduler.step()
         run.optimizer.zero_grad()
@@ -134,7 +135,7 @@ def train_epoch(run: Training, bar) -> None:
         progress.steps += 1
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-        if progress.steps % run.args.checkpoint_every == 0:
+        if progress.steps % run.settings.checkpoint_every == 0:
             save_checkpoint(run)
 
 
@@ -142,16 +143,16 @@ def train_epochs(run: Training) -> None:
     """Train to the last epoch, with a validation after each."""
     from tqdm.auto import tqdm
 
-    args, progress, accelerator = run.args, run.progress, run.accelerator
+    settings, progress, accelerator, data = run.settings, run.progress, run.accelerator, run.data
     accelerator.print(
-        f"Training {args.backbone}/{args.pooling} on {run.data.source.name}: {run.data.split_record['sizes']} rows, "
-        f"{len(run.data.label_names)} labels, {args.epochs} epochs of {run.steps_per_epoch} steps, "
+        f"Training {settings.backbone}/{settings.pooling} on {data.source.name}: {data.split_record['sizes']} rows, "
+        f"{len(data.label_names)} labels, {settings.epochs} epochs of {run.steps_per_epoch} steps, "
         f"{accelerator.num_processes} process(es) on {accelerator.device}."
     )
-    total = run.steps_per_epoch * args.epochs
+    total = run.steps_per_epoch * settings.epochs
     bar = tqdm(total=total, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
     run.model.train()
-    while progress.epoch < args.epochs:
+    while progress.epoch < settings.epochs:
         train_epoch(run, bar)
         progress.epoch, progress.batches = progress.epoch + 1, 0
         run.events("evaluate", epoch=progress.epoch)
@@ -216,7 +217,7 @@ def save_model(run: Training, scores: dict[str, dict], report: "CodingReport") -
         write_report(run.output_dir, report)
         run.events("card")
         card.write_model_card(
-            run.output_dir, run.data, run.args, scores, repo_id=run.args.push_to_hub, coding=report.summary
+            run.output_dir, run.data, run.settings, scores, repo_id=run.settings.push_to_hub, coding=report.summary
         )
         run.events("finish")
         checkpoints.mark_finished(run.output_dir)
@@ -227,43 +228,45 @@ def push(run: Training) -> None:
     """Upload the saved folder; if that fails, the local model stays and the message says how to push it later."""
     from labelattn.training import card
 
-    if not run.args.push_to_hub or not run.accelerator.is_main_process:
+    if not run.settings.push_to_hub or not run.accelerator.is_main_process:
         return
     try:
-        url = card.push_to_hub(run.output_dir, run.args.push_to_hub, private=run.args.private)
+        url = card.push_to_hub(run.output_dir, run.settings.push_to_hub, private=run.settings.private)
     except card.CardError as error:
         raise TrainingError(
             f"The model is saved in {run.output_dir}, but pushing it failed: {error} Push it later with "
             f"`python -c \"from labelattn.training.card import push_to_hub; push_to_hub('{run.output_dir}', "
-            f"'{run.args.push_to_hub}')\"`."
+            f"'{run.settings.push_to_hub}')\"`."
         ) from None
     run.accelerator.print(f"Pushed to {url}")
 
 
 def run(args: argparse.Namespace) -> int:
-    args.command_line = command_line(args)
-    args = resolve_defaults(args)
-    if args.output_dir.exists() and not args.output_dir.is_dir():
-        check_output_dir(args)  # refuses a file, before the lock would try to make a folder there
+    """`labelattn train` as parsed: its settings checked (`TrainSettings`, the one object the run reads from
+    here on), then the run, holding its output folder."""
+    settings = TrainSettings.from_args(args)
+    if settings.output_dir.exists() and not settings.output_dir.is_dir():
+        check_output_dir(settings)  # refuses a file, before the lock would try to make a folder there
     # One run writes a folder at a time; under `accelerate launch`, the first process holds it for all.
-    with checkpoints.locked(args.output_dir) if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext():
-        return train(args)
+    locked = int(os.environ.get("RANK", "0")) == 0
+    with checkpoints.locked(settings.output_dir) if locked else contextlib.nullcontext():
+        return train(settings)
 
 
-def train(args: argparse.Namespace) -> int:
+def train(settings: TrainSettings) -> int:
     """The run, once it holds its output folder: every check, then training, saving and pushing."""
     from labelattn.training import card
     from labelattn.training.coding_report import format_report
 
-    check_output_dir(args)
-    if args.push_to_hub:
-        card.check_can_push(args.push_to_hub)
-    data = load_training_data(args)
-    tokenizer = load_tokenizer(args.backbone)
-    check_max_length(args, tokenizer)
+    check_output_dir(settings)
+    if settings.push_to_hub:
+        card.check_can_push(settings.push_to_hub)
+    data = load_training_data(settings)
+    tokenizer = load_tokenizer(settings.backbone)
+    check_max_length(settings, tokenizer)
     # Every user error has surfaced by now, before any process group, model or file exists.
-    training = set_up(make_accelerator(args), args, data, tokenizer)
-    if args.resume:
+    training = set_up(make_accelerator(settings), settings, data, tokenizer)
+    if settings.resume:
         resume(training)
     else:
         start_fresh(training)
@@ -272,7 +275,7 @@ def train(args: argparse.Namespace) -> int:
     save_model(training, scores, report)
     training.accelerator.print(f"test {format_scores(scores['test'])}")
     training.accelerator.print(format_report(report.summary))
-    training.accelerator.print(f"Saved the model to {args.output_dir}")
+    training.accelerator.print(f"Saved the model to {settings.output_dir}")
     push(training)
     training.accelerator.end_training()
     return 0

@@ -1,5 +1,6 @@
-"""The settings of a training run: the defaults that depend on the backbone, the checks of the options, the
-settings recorded in the output folder (training_args.json) and the rules of resuming, overwriting and launching.
+"""The settings of a training run: `TrainSettings`, the one typed object a run's steps read past the command line
+(the parsed options with the defaults that depend on the backbone filled in, every check passed), the settings
+recorded in the output folder (training_args.json) and the rules of resuming, overwriting and launching.
 
 Everything here runs before any model, process group or file exists, so that a user's mistake costs nothing.
 """
@@ -8,15 +9,16 @@ import argparse
 import json
 import math
 import os
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from labelattn.training import backbones, checkpoints
-from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
+from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT, command_line
 
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
-NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "run", "command"}
-NOT_SETTINGS |= {"command_line", "output_dir"}  # the folder holding the settings is not one of them
+NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "command_line"}
+NOT_SETTINGS |= {"output_dir"}  # the folder holding the settings is not one of them
 PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file"}
 # Numeric options and the values they take (every float must also be finite).
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
@@ -31,77 +33,145 @@ class TrainingError(ValueError):
     """Training options that cannot work together, or an output folder that must not be overwritten."""
 
 
-def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill the options whose default depends on the backbone, and check the numbers."""
-    kind = backbones.backbone_kind(args.backbone)
-    if args.learning_rate is None:
-        args.learning_rate = backbones.default_learning_rate(args.backbone)
-    if args.head_learning_rate is None:
-        args.head_learning_rate = 1e-3 if kind == "encoder" else args.learning_rate
-    if args.freeze_embeddings is None:
-        args.freeze_embeddings = kind == "embedding" and args.embeddings != "random"
-    check_numbers(args)
-    if args.scorer_rank is not None and args.scorer != "per_class":
+@dataclass(frozen=True)
+class TrainSettings:
+    """A training run's settings, checked: one field per option of `labelattn.training.arguments` (same name; its
+    default and help are there), plus the command that gives them. Made once by `from_args` from the parsed
+    command line; constructing one runs every check (`check_settings`)."""
+
+    # data
+    data: str  # a built-in data set's name, or the training file or datasets folder
+    validation_data: str | None  # its own validation file, or None: held out of `data`
+    test_data: str | None  # its own test file, or None: held out of `data`
+    text_column: str  # the column of the texts
+    label_column: str  # the column of the labels (a list per row for multi-label data)
+    label_separator: str  # splits string labels into several ("" keeps them whole)
+    split_seed: int  # the seed of the held-out splits
+    hierarchy_separator: str | None  # splits a label into its groups, top first
+    label_file: str | None  # a file of the classes: parent, description
+    hierarchy_levels: list[str] | None  # names of the hierarchy's levels, top first
+    # model
+    backbone: str  # a named backbone (`backbones.BACKBONES`) or a local encoder folder
+    pooling: str  # "label_attention" or "mean"
+    label_descriptions: bool | None  # queries computed from descriptions (None: not given, as runs before the option)
+    label_residual_dropout: float | None  # with label_descriptions, a probability; None otherwise
+    hidden_size: int  # the embedding backbone's width
+    token_context_width: int  # the embedding backbone's convolution width: 0 or odd
+    num_attention_heads: int  # label-attention heads
+    attention_key_size: int | None  # width of a head's queries and keys (None: the values' width)
+    scorer: str  # how a class vector becomes its logit (`configuration_labelattn.SCORERS`)
+    scorer_rank: int | None  # with scorer "per_class": the rank of each class's scorer (None: full)
+    max_length: int  # tokens read per text
+    classifier_dropout: float  # dropout on the class vectors, a probability
+    initializer_range: float  # standard deviation of the new weights
+    embeddings: str  # where the embedding backbone's token table starts (`static_embeddings.EMBEDDINGS`)
+    freeze_embeddings: bool  # the token table (or the encoder's input embeddings) kept as it starts
+    # optimisation
+    epochs: int  # passes over the training data
+    batch_size: int  # texts per batch and process
+    learning_rate: float  # AdamW's peak learning rate (of the encoder, for an encoder backbone)
+    head_learning_rate: float  # the head's learning rate
+    weight_decay: float  # AdamW's weight decay, 0 or above
+    warmup_ratio: float  # share of the steps warming up, in [0, 1)
+    gradient_accumulation_steps: int  # batches per optimizer step
+    max_grad_norm: float  # gradients clipped to this norm
+    mixed_precision: str | None  # "no", "fp16", "bf16", or None: as Accelerate is configured
+    seed: int  # seed of initialisation, data order and dropout
+    # output
+    output_dir: Path  # where the model goes
+    overwrite: bool  # replace what output_dir holds
+    checkpoint_every: int  # optimizer steps between checkpoints
+    resume: bool  # continue from output_dir's last checkpoint
+    push_to_hub: str | None  # the Hub repository the model is pushed to, or None
+    private: bool  # create that repository as private
+    license: str  # the licence the model card names
+    command_line: str  # the `labelattn train` command that gives these settings (for the model card)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "TrainSettings":
+        """The settings of the options `labelattn train` parsed into `args`: the defaults that depend on the backbone
+        filled in, every check passed (or a `TrainingError` naming the option)."""
+        values = {field.name: getattr(args, field.name) for field in fields(cls) if field.name != "command_line"}
+        kind = backbones.backbone_kind(args.backbone)
+        if values["learning_rate"] is None:
+            values["learning_rate"] = backbones.default_learning_rate(args.backbone)
+        if values["head_learning_rate"] is None:
+            values["head_learning_rate"] = 1e-3 if kind == "encoder" else values["learning_rate"]
+        if values["freeze_embeddings"] is None:
+            values["freeze_embeddings"] = kind == "embedding" and args.embeddings != "random"
+        if args.label_descriptions and args.label_residual_dropout is None:
+            values["label_residual_dropout"] = DEFAULT_RESIDUAL_DROPOUT
+        return cls(**values, command_line=command_line(args))
+
+
+def check_settings(settings: TrainSettings) -> None:
+    """The options' ranges and the options that cannot go together."""
+    check_numbers(settings)
+    if settings.scorer_rank is not None and settings.scorer != "per_class":
         raise TrainingError("--scorer-rank sets the rank of a per-class scorer: add --scorer per_class, or drop it.")
-    if args.label_descriptions and args.pooling != "label_attention":
+    if settings.label_descriptions and settings.pooling != "label_attention":
         raise TrainingError("--label-descriptions computes label-attention queries: drop it, or --pooling mean.")
-    if args.label_residual_dropout is not None and not args.label_descriptions:
+    if settings.label_residual_dropout is not None and not settings.label_descriptions:
         raise TrainingError(
             "--label-residual-dropout acts on queries computed from descriptions: add --label-descriptions, or drop it."
         )
-    if args.label_descriptions and args.label_residual_dropout is None:
-        args.label_residual_dropout = DEFAULT_RESIDUAL_DROPOUT
-    if not backbones.is_backbone(args.backbone):
-        raise TrainingError(backbones.unknown_backbone_message(args.backbone))
-    return args
+    if not backbones.is_backbone(settings.backbone):
+        raise TrainingError(backbones.unknown_backbone_message(settings.backbone))
 
 
-def check_numbers(args: argparse.Namespace) -> None:
+def check_numbers(settings: TrainSettings) -> None:
     """Every numeric option finite and in its range, before anything is built (a NaN learning rate would train
-    a NaN model)."""
+    a NaN model). The model's own rules (the token context's width, a dropout probability) are the config's
+    (`configuration_labelattn`), said here with the option's name."""
+    # Imported here: the config imports transformers, and `labelattn --help` imports this module.
+    from configuration_labelattn import dropout_problem, token_context_width_problem
 
     def refuse(name: str, what: str) -> None:
-        raise TrainingError(f"--{name.replace('_', '-')} must be {what}, got {getattr(args, name)}.")
+        raise TrainingError(f"--{name.replace('_', '-')} must be {what}, got {getattr(settings, name)}.")
+
+    def refuse_if(name: str, problem_of) -> None:  # a rule of the config, said with the option's name
+        problem = problem_of(getattr(settings, name))
+        if problem is not None:
+            raise TrainingError(f"--{name.replace('_', '-')} {problem}.")
 
     for name in AT_LEAST_ONE:
-        if getattr(args, name) is not None and getattr(args, name) < 1:
+        if getattr(settings, name) is not None and getattr(settings, name) < 1:
             refuse(name, "at least 1")
-    if args.token_context_width < 0 or (args.token_context_width % 2 == 0 and args.token_context_width):
-        refuse("token_context_width", "0 (none) or an odd width such as 3")
+    refuse_if("token_context_width", token_context_width_problem)
     for name in ABOVE_ZERO:
-        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
+        if not (math.isfinite(getattr(settings, name)) and getattr(settings, name) > 0):
             refuse(name, "a finite number above 0")
-    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+    if not (math.isfinite(settings.weight_decay) and settings.weight_decay >= 0):
         refuse("weight_decay", "a finite number, 0 or above")
-    if not 0 <= args.warmup_ratio < 1:
+    if not 0 <= settings.warmup_ratio < 1:
         refuse("warmup_ratio", "in [0, 1)")
-    if not 0 <= args.classifier_dropout < 1:
-        refuse("classifier_dropout", "in [0, 1)")
-    if args.label_residual_dropout is not None and not 0 <= args.label_residual_dropout < 1:
-        refuse("label_residual_dropout", "in [0, 1)")
+    refuse_if("classifier_dropout", dropout_problem)
+    if settings.label_residual_dropout is not None:
+        refuse_if("label_residual_dropout", dropout_problem)
 
 
-def check_max_length(args: argparse.Namespace, tokenizer) -> None:
+def check_max_length(settings: TrainSettings, tokenizer) -> None:
     """A text must keep at least one token of its own besides the special ones the tokenizer adds."""
     shortest = tokenizer.num_special_tokens_to_add() + 1
-    if args.max_length < shortest:
+    if settings.max_length < shortest:
         raise TrainingError(
             f"--max-length must be at least {shortest} (the tokenizer adds {shortest - 1} special tokens to every "
-            f"text), got {args.max_length}."
+            f"text), got {settings.max_length}."
         )
 
 
-def settings_of(args: argparse.Namespace) -> dict:
+def settings_of(settings: TrainSettings) -> dict:
     """The options that decide the trained weights, as JSON values; paths normalised, so that `./data.csv` and
     `data.csv` are the same setting (not made absolute: the file goes to the Hub with the model)."""
-    settings = {}
-    for name, value in vars(args).items():
+    recorded = {}
+    for name, value in asdict(settings).items():
         if name in NOT_SETTINGS:
             continue
-        if name in PATH_SETTINGS and value is not None:
-            value = os.path.normpath(value)
-        settings[name] = str(value) if isinstance(value, Path) else value
-    return settings
+        recorded[name] = os.path.normpath(value) if name in PATH_SETTINGS and value is not None else value
+    return recorded
 
 
 def saved_settings(folder: Path) -> dict | None:
@@ -109,31 +179,33 @@ def saved_settings(folder: Path) -> dict | None:
     return {**SAVED_BEFORE, **json.loads(path.read_text())} if path.is_file() else None
 
 
-def run_inputs(args: argparse.Namespace) -> dict[str, Path]:
+def run_inputs(settings: TrainSettings) -> dict[str, Path]:
     """The files and folders the run reads, by option: `--overwrite` must never delete them."""
-    given = {"--data": args.data, "--validation-data": args.validation_data, "--test-data": args.test_data}
-    given |= {"--backbone": args.backbone, "--label-file": args.label_file}
+    given = {"--data": settings.data, "--validation-data": settings.validation_data, "--test-data": settings.test_data}
+    given |= {"--backbone": settings.backbone, "--label-file": settings.label_file}
     return {option: Path(value) for option, value in given.items() if value and Path(value).exists()}
 
 
-def check_output_dir(args: argparse.Namespace) -> None:
+def check_output_dir(settings: TrainSettings) -> None:
     """Refuse, before any work starts: to overwrite another model or the user's files, to resume what cannot be
     resumed, and to restart over the checkpoints of an unfinished run."""
-    folder: Path = args.output_dir
+    folder: Path = settings.output_dir
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"--output-dir {folder} is a file; give a folder.")
     saved = saved_settings(folder)
-    if args.resume:
+    if settings.resume:
         checkpoints.resumable_checkpoint(folder, warn=lambda message: None)  # refuses a folder without one
-        differing = {k: (saved.get(k), v) for k, v in settings_of(args).items() if saved.get(k) != v} if saved else {}
+        differing = (
+            {k: (saved.get(k), v) for k, v in settings_of(settings).items() if saved.get(k) != v} if saved else {}
+        )
         if saved is None or differing:
             raise TrainingError(
                 f"--resume: {folder} was trained with other settings (saved, now): {differing or 'unknown'}; "
                 "resume with the same options or train into another --output-dir."
             )
         return
-    if args.overwrite:
-        checkpoints.overwritable(folder, run_inputs(args))  # refuses to delete what is not the folder's own
+    if settings.overwrite:
+        checkpoints.overwritable(folder, run_inputs(settings))  # refuses to delete what is not the folder's own
         return
     if not folder.exists() or not any(p.name != checkpoints.LOCK for p in folder.iterdir()):
         return
@@ -143,7 +215,7 @@ def check_output_dir(args: argparse.Namespace) -> None:
             f"{folder}: this folder holds checkpoint {checkpoints.step_of(unfinished)} of an unfinished run: "
             "add --resume to continue or --overwrite to start again."
         )
-    if saved != settings_of(args):
+    if saved != settings_of(settings):
         what = "a model trained with other settings" if saved else "files that are not a labelattn training run"
         raise FileExistsError(
             f"{folder} already holds {what}: pass --overwrite to replace it, --resume to continue its training, "
@@ -161,12 +233,12 @@ def launch_of(accelerator) -> dict:
     }
 
 
-def check_launch(accelerator, saved: dict, args: argparse.Namespace) -> None:
+def check_launch(accelerator, saved: dict, settings: TrainSettings) -> None:
     """A resumed run must be launched as the interrupted one (`saved`): with another process count each process
     would skip a wrong number of rows, and the schedule would be counted in other units."""
     differing = {k: (saved.get(k), v) for k, v in launch_of(accelerator).items() if saved.get(k) != v}
     if differing:
         raise TrainingError(
-            f"--resume: {args.output_dir} was launched otherwise (saved, now): {differing}; launch it as before "
+            f"--resume: {settings.output_dir} was launched otherwise (saved, now): {differing}; launch it as before "
             "(same accelerate launch options and number of processes)."
         )

@@ -1,7 +1,6 @@
 """A training run once set up: the options' data loaded, the model, optimizer, schedule and loaders prepared by
 Accelerate, and the progress that every checkpoint saves (`Training`)."""
 
-import argparse
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -10,24 +9,25 @@ from typing import Any
 from labelattn.training.build import build_model, optimizer_groups, tokenized_loaders
 from labelattn.training.events import RunEvents
 from labelattn.training.scores import load_metrics
+from labelattn.training.settings import TrainSettings
 
 
-def load_training_data(args: argparse.Namespace):
-    """The splits the data options name (`labelattn.data.reading.load_data`, whose options are named alike)."""
+def load_training_data(settings: TrainSettings):
+    """The splits the data settings name (`labelattn.data.reading.load_data`, whose options are named alike)."""
     from labelattn.data.reading import load_data
 
     return load_data(
-        args.data,
-        args.validation_data,
-        args.test_data,
-        text_column=args.text_column,
-        label_column=args.label_column,
-        label_separator=args.label_separator,
-        seed=args.split_seed,
-        hierarchy_separator=args.hierarchy_separator or "",
-        label_file=args.label_file,
-        hierarchy_levels=args.hierarchy_levels,
-        described_classes=bool(args.label_descriptions),
+        settings.data,
+        settings.validation_data,
+        settings.test_data,
+        text_column=settings.text_column,
+        label_column=settings.label_column,
+        label_separator=settings.label_separator,
+        seed=settings.split_seed,
+        hierarchy_separator=settings.hierarchy_separator or "",
+        label_file=settings.label_file,
+        hierarchy_levels=settings.hierarchy_levels,
+        described_classes=bool(settings.label_descriptions),
     )
 
 
@@ -52,7 +52,7 @@ class Progress:
 class Training:
     """A run once set up: the prepared model, optimizer, schedule and loaders, and where the run is."""
 
-    args: argparse.Namespace
+    settings: TrainSettings
     accelerator: Any
     data: Any  # labelattn.data.records.LabelledData
     tokenizer: Any
@@ -67,22 +67,22 @@ class Training:
 
     @property
     def output_dir(self) -> Path:
-        return self.args.output_dir
+        return self.settings.output_dir
 
 
-def make_accelerator(args: argparse.Namespace):
+def make_accelerator(settings: TrainSettings):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration
 
     return Accelerator(
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        mixed_precision=args.mixed_precision,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        mixed_precision=settings.mixed_precision,
         # The data order depends on the seed and the epoch only: a resumed run replays it.
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=settings.seed),
     )
 
 
-def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
+def set_up(accelerator, settings: TrainSettings, data, tokenizer) -> Training:
     """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints."""
     import torch
     from accelerate.utils import set_seed
@@ -90,33 +90,33 @@ def set_up(accelerator, args: argparse.Namespace, data, tokenizer) -> Training:
 
     from labelattn.training.label_queries import describe_classes
 
-    set_seed(args.seed)
-    model = build_model(args, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
-    if args.label_descriptions:
+    set_seed(settings.seed)
+    model = build_model(settings, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
+    if settings.label_descriptions:
         untrained = set(data.split_record.get("untrained_classes", []))
         trained = {name for name in data.label_names if name not in untrained}
         describe_classes(model, tokenizer, data.descriptions or {}, trained)
-    max_length = min(args.max_length, model.config.max_seq_length)
-    loaders = tokenized_loaders(data, tokenizer, args, max_length, args.seed)
+    max_length = min(settings.max_length, model.config.max_seq_length)
+    loaders = tokenized_loaders(data, tokenizer, settings, max_length, settings.seed)
     # The fused AdamW is several times faster on a CPU, where the update of the embedding table dominates a step.
-    optimizer = torch.optim.AdamW(optimizer_groups(model, args), weight_decay=args.weight_decay, fused=True)
+    optimizer = torch.optim.AdamW(optimizer_groups(model, settings), weight_decay=settings.weight_decay, fused=True)
     # Each process gets every num_processes-th batch (the last ones padded to an even count).
     steps_per_epoch = math.ceil(
-        math.ceil(len(loaders["train"]) / accelerator.num_processes) / args.gradient_accumulation_steps
+        math.ceil(len(loaders["train"]) / accelerator.num_processes) / settings.gradient_accumulation_steps
     )
-    total_steps = steps_per_epoch * args.epochs
+    total_steps = steps_per_epoch * settings.epochs
     # The prepared scheduler steps once per process at each optimizer step: count in those units. It is prepared
     # in the same call as the model and optimizer, which DeepSpeed needs to take it over.
     scheduler = get_linear_schedule_with_warmup(
         optimizer,
-        num_warmup_steps=round(args.warmup_ratio * total_steps) * accelerator.num_processes,
+        num_warmup_steps=round(settings.warmup_ratio * total_steps) * accelerator.num_processes,
         num_training_steps=total_steps * accelerator.num_processes,
     )
     model, optimizer, train_loader, validation_loader, test_loader, scheduler = accelerator.prepare(
         model, optimizer, loaders["train"], loaders["validation"], loaders["test"], scheduler
     )
     run = Training(
-        args=args,
+        settings=settings,
         accelerator=accelerator,
         data=data,
         tokenizer=tokenizer,

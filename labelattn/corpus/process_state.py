@@ -1,5 +1,5 @@
-"""The process layout of `accelerate launch` (or of one process alone), for the commands that split work across
-processes: the corpus commands and the faithfulness evaluation."""
+"""This process's place in the layout of `accelerate launch` (or of one process alone), for the commands that split work
+across processes: the corpus commands and the faithfulness evaluation."""
 
 from typing import TYPE_CHECKING
 
