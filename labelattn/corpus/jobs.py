@@ -276,25 +276,8 @@ def predict_job(
     if top_k is not None and check_count(top_k, "top_k", "classes", error=CorpusError) > len(labels):
         raise CorpusError(f"top_k={top_k}: the model has {len(labels)} classes; give at most that many.")
     predicted = "predicted_labels" if multi_label else "predicted_label"
-    kind = datasets.List(datasets.Value("string")) if multi_label else datasets.Value("string")
     groups = upper_levels(model.config, labels)
-    features = datasets.Features(
-        {
-            predicted: kind,
-            "probability": datasets.Value("float32"),
-            **{f"{predicted}_{level}": kind for level in groups},
-            **(
-                {f"prob_{label}": datasets.Value("float32") for label in labels}
-                if top_k is None
-                else {
-                    "top_labels": datasets.List(datasets.Value("string")),
-                    "top_probabilities": datasets.List(datasets.Value("float32")),
-                }
-            ),
-            "truncated": datasets.Value("bool"),
-            **({"manual": datasets.Value("bool")} if manual_below is not None else {}),
-        }
-    )
+    features = prediction_features(predicted, groups, labels, top_k, manual_below is not None)
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
         result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
@@ -330,6 +313,31 @@ def predict_job(
     settings |= {"manual_below": manual_below} if manual_below is not None else {}
     settings |= {"top_k": top_k} if top_k is not None else {}
     return Job(model, tokenizer, max_length, settings, features, compute, long_text)
+
+
+def prediction_features(
+    predicted: str, groups: dict[str, list[str]], labels: list[str], top_k: int | None, manual: bool
+) -> datasets.Features:
+    """The columns `predict_job` writes: the predicted label(s) as `predicted` names them, their probability, their
+    upper levels, one probability per class or the `top_k` best, `truncated`, and `manual` when asked."""
+    kind = datasets.List(datasets.Value("string")) if predicted == "predicted_labels" else datasets.Value("string")
+    if top_k is None:
+        by_class = {f"prob_{label}": datasets.Value("float32") for label in labels}
+    else:
+        by_class = {
+            "top_labels": datasets.List(datasets.Value("string")),
+            "top_probabilities": datasets.List(datasets.Value("float32")),
+        }
+    return datasets.Features(
+        {
+            predicted: kind,
+            "probability": datasets.Value("float32"),
+            **{f"{predicted}_{level}": kind for level in groups},
+            **by_class,
+            "truncated": datasets.Value("bool"),
+            **({"manual": datasets.Value("bool")} if manual else {}),
+        }
+    )
 
 
 EXPLANATION_FEATURES = {
