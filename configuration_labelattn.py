@@ -82,7 +82,7 @@ class LabelAttnConfig(PretrainedConfig):
             values). Comparing every class's query with every token's key costs `classes × tokens × heads ×
             attention_key_size` multiply-adds, the head's main cost at thousands of classes; a narrower key makes
             it cheaper and leaves the values (what a class vector is made of) whole.
-        scorer (`str`, *optional*, defaults to `"shared"`):
+        scorer (`str`, *optional*, defaults to `"per_class"`):
             How label attention turns a class vector `z_c` into its logit. `"shared"`: `w·z_c + b`, one scorer for
             every class, so a class can only choose where to look among the same per-token numbers. `"class_bias"`:
             `w·z_c + b + b_c`, and a prior per class. `"per_class"`: `w_c·z_c + b_c`, a scorer per class (as LAAT
@@ -156,7 +156,7 @@ class LabelAttnConfig(PretrainedConfig):
     pooling: str = "label_attention"
     num_attention_heads: int = 4
     attention_key_size: int | None = None
-    scorer: str = "shared"
+    scorer: str = "per_class"
     scorer_rank: int | None = None
     embedding_dropout: float = 0.1
     attention_dropout: float = 0.0

@@ -399,8 +399,11 @@ class LabelAttention(nn.Module):
         over the classes): adding a constant to every value of a head adds it to the logit whatever the weights, so
         only a token's value against what the classes read says what a class found in it. Measured from 0 instead,
         a token that lowers every class's value, and its own class's least, would count against that class. With a
-        shared scorer the part no token carries is the average class's logit, the same for every class. The blocks
-        are computed twice (the average weights first, then the terms): the extra memory is the output.
+        shared scorer the part no token carries is the average class's logit, the same for every class. A scorer
+        per class is measured from the text's mean token as that class values it (`ā` uniform over the real
+        tokens): the average class looks at a text's rare words (its keyword), so measured from there a class's own
+        keyword would carry almost nothing (docs/model.md). The blocks are computed twice (the average weights
+        first, then the terms): the extra memory is the output.
         """
         values, codes, offset = self._folded_values(value_states, readout)  # (b, h, seq, m), (labels or 1, h, m)
         labels = queries.shape[0]
@@ -416,10 +419,11 @@ class LabelAttention(nn.Module):
                 scores.append((contexts * codes[start : start + block.shape[2]].transpose(0, 1)).sum((1, 3)))
             return torch.cat(scores, dim=1) + offset, None
         real = is_token[:, None, None, :].to(values.dtype)  # the softmax of a text of only padding sees its padding
-        mean_weights = (
-            sum(block.sum(2, keepdim=True) for _, block in blocks()) / labels * real
-        )  # (batch, heads, 1, seq)
-        read = (mean_weights @ values).squeeze(2)  # what the average class reads: (batch, heads, m)
+        if readout.kind == "per_class":  # the text's mean token, as this class's scorer values it
+            mean_weights = real / real.sum(-1, keepdim=True).clamp_min(1.0)  # (batch, 1, 1, seq)
+        else:  # where the average class looks
+            mean_weights = sum(block.sum(2, keepdim=True) for _, block in blocks()) / labels * real  # (b, h, 1, seq)
+        read = (mean_weights @ values).squeeze(2)  # what the reference reads: (batch, heads or 1, m)
         reference = torch.einsum("bhm,chm->bch", read, codes)  # r_c,h
         contributions = values.new_empty(hidden_states.shape[0], labels, hidden_states.shape[1])
         for start, block in blocks():  # (batch, heads, block, seq), written block by block

@@ -111,7 +111,7 @@ def test_a_model_without_descriptions_keeps_its_free_queries(tokenizer):
     [
         (dict(label_description_size=32, pooling="mean"), "pooling='mean' has no queries"),
         (dict(label_description_size=0), "label_description_size must be a positive integer"),
-        (dict(label_description_size=32, label_residual_dropout=1.0), "label_residual_dropout is a probability"),
+        (dict(label_description_size=32, label_residual_dropout=1.0), r"label_residual_dropout must be in \[0, 1\)"),
         (dict(label_residual_dropout=0.5), "set label_description_size too"),
     ],
 )

@@ -214,8 +214,12 @@ def token_values_by_hand(model: LabelAttnForSequenceClassification, batch: dict)
 
 def reference_by_hand(model: LabelAttnForSequenceClassification, batch: dict, weights: torch.Tensor) -> torch.Tensor:
     """`r_c,h` `(batch, labels, heads)`: what class c's scorer finds where the average class looks,
-    `Σ_t mean_c' A[c', h, t] s_c,t,h` (0 for only padding)."""
-    values = token_values_by_hand(model, batch) * batch["attention_mask"][:, None, :, None]
+    `Σ_t mean_c' A[c', h, t] s_c,t,h`, or with a scorer per class at the text's mean token (0 for only padding)."""
+    mask = batch["attention_mask"].to(weights.dtype)
+    values = token_values_by_hand(model, batch) * mask[:, None, :, None]
+    if model.config.scorer == "per_class":
+        uniform = mask / mask.sum(-1, keepdim=True).clamp_min(1.0)
+        return torch.einsum("bt,bcth->bch", uniform, values)
     return torch.einsum("bht,bcth->bch", weights.mean(2), values)
 
 
