@@ -19,8 +19,10 @@ TEXTS = [TEXT, "who wrote hamlet", "cryptozoologists hate unhappiness"]
 
 @pytest.fixture(scope="module")
 def model(one_thread):
-    """A 2-layer encoder with label attention: attention and non-linearities make its words interact."""
-    return make_model("encoder", num_labels=3, seed=3)
+    """A 2-layer encoder with label attention: attention and non-linearities make its words interact. The shared
+    scorer: the sample counts below (400 orderings within 5% of the exact values; a 5% target error within the
+    default 32 orderings) were sized on this model's interactions, and another head's differ."""
+    return make_model("encoder", num_labels=3, seed=3, scorer="shared")
 
 
 def coalition_values(model, tokenizer, text: str, target: int) -> dict[frozenset, float]:
