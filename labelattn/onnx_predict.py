@@ -12,7 +12,8 @@ It imports only onnxruntime, tokenizers, numpy and the standard library, so that
 
 DATA is a .jsonl (one JSON object a line), .csv (a header row) or .txt (one text a line) file; the output (.jsonl or
 .csv) has every input column, then `predicted_label` (`predicted_labels`, a list, for a multi-label model),
-`probability`, one `prob_<label>` per class and `truncated`, the columns `labelattn predict` writes. Rows are read,
+`probability`, one `prob_<label>` per class (or `top_labels` and `top_probabilities` with `--top-k K`) and
+`truncated`, the columns `labelattn predict` writes. Rows are read,
 classified in length-sorted batches and written a chunk at a time; the file appears complete or not at all.
 """
 
@@ -109,12 +110,17 @@ class OnnxClassifier:
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         return shifted / shifted.sum(axis=1, keepdims=True)
 
-    def predict(self, texts: list[str], batch_size: int = 32, threshold: float = 0.5) -> list[dict[str, Any]]:
+    def predict(
+        self, texts: list[str], batch_size: int = 32, threshold: float = 0.5, top_k: int | None = None
+    ) -> list[dict[str, Any]]:
         """One row per text: the predicted label (labels at or above `threshold`, for a multi-label model), its
-        probability, every class's probability and whether the text was cut."""
+        probability, every class's probability (or with `top_k` the k most probable classes, as `labelattn predict
+        --top-k` writes them) and whether the text was cut."""
         logits, truncated = self.logits(texts, batch_size)
+        probabilities = self._probabilities(logits)
+        best_first = np.argsort(-probabilities, axis=1, kind="stable")[:, :top_k] if top_k is not None else None
         rows = []
-        for probs, cut in zip(self._probabilities(logits).tolist(), truncated, strict=True):
+        for i, (probs, cut) in enumerate(zip(probabilities.tolist(), truncated, strict=True)):
             best = max(range(len(probs)), key=probs.__getitem__)
             if self.multi_label:
                 chosen = {
@@ -122,7 +128,11 @@ class OnnxClassifier:
                 }
             else:
                 chosen = {"predicted_label": self.labels[best]}
-            by_class = {f"prob_{label}": p for label, p in zip(self.labels, probs, strict=True)}
+            if best_first is None:
+                by_class = {f"prob_{label}": p for label, p in zip(self.labels, probs, strict=True)}
+            else:
+                top = best_first[i].tolist()
+                by_class = {"top_labels": [self.labels[c] for c in top], "top_probabilities": [probs[c] for c in top]}
             rows.append({**chosen, "probability": probs[best], **by_class, "truncated": cut})
         return rows
 
@@ -170,6 +180,7 @@ def predict_file(
     text_column: str = "text",
     batch_size: int = 32,
     threshold: float = 0.5,
+    top_k: int | None = None,
 ) -> int:
     """Classify every row of `data` into `output` (.jsonl or .csv, written under a temporary name and renamed when
     complete); returns the number of rows."""
@@ -192,7 +203,7 @@ def predict_file(
                     )
                 texts = [row[text_column] for row in chunk]
                 try:
-                    predictions = classifier.predict(texts, batch_size, threshold)
+                    predictions = classifier.predict(texts, batch_size, threshold, top_k)
                 except OnnxPredictError as error:
                     raise OnnxPredictError(f"{data}, rows {count}-{count + len(chunk) - 1}: {error}") from None
                 for row, prediction in zip(chunk, predictions, strict=True):
@@ -226,6 +237,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="multi-label models: the probability from which a label is predicted",
     )
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        metavar="K",
+        help="write the K most probable classes (`top_labels`, `top_probabilities`) in place of one `prob_<label>` "
+        "column per class, as `labelattn predict --top-k` does",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -234,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.data.is_file():
         raise OnnxPredictError(f"{args.data}: no such file.")
     classifier = OnnxClassifier(args.folder, threads=args.threads)
+    if args.top_k is not None and not 1 <= args.top_k <= len(classifier.labels):
+        raise OnnxPredictError(f"--top-k {args.top_k}: give a number of classes from 1 to {len(classifier.labels)}.")
     count = predict_file(
         classifier,
         args.data,
@@ -241,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
         text_column=args.text_column,
         batch_size=args.batch_size,
         threshold=args.threshold,
+        top_k=args.top_k,
     )
     print(f"labelattn predict-onnx: {count} rows; wrote {args.output}", file=sys.stderr)
     return 0

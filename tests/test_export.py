@@ -228,6 +228,21 @@ def test_the_predictor_reads_csv_and_refuses_a_missing_column(encoder_export, tm
         ("1", "8", "who wrote hamlet"),
     ]
     assert all(abs(sum(float(v) for k, v in r.items() if k.startswith("prob_")) - 1) < 1e-5 for r in rows)
+    top = tmp_path / "top.csv"  # --top-k: the two best of the same probabilities, best first
+    assert (
+        main(["predict-onnx", str(out), str(data), "--text-column", "body", "--top-k", "2", "--output", str(top)]) == 0
+    )
+    for full, best in zip(rows, csv.DictReader(top.open()), strict=True):
+        ranked = sorted((k for k in full if k.startswith("prob_")), key=lambda k: float(full[k]), reverse=True)
+        assert json.loads(best["top_labels"]) == [k.removeprefix("prob_") for k in ranked[:2]]
+        assert json.loads(best["top_probabilities"]) == pytest.approx([float(full[k]) for k in ranked[:2]], abs=1e-6)
+        assert not any(k.startswith("prob_") for k in best)
+    too_many = tmp_path / "too-many.csv"
+    assert (
+        main(["predict-onnx", str(out), str(data), "--text-column", "body", "--top-k", "99", "--output", str(too_many)])
+        == 2
+    )
+    assert "--top-k 99: give a number of classes from 1 to" in capsys.readouterr().err and not too_many.exists()
 
     missing = tmp_path / "missing.csv"
     assert main(["predict-onnx", str(out), str(data), "--output", str(missing)]) == 2
