@@ -110,12 +110,19 @@ class OnnxClassifier:
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         return shifted / shifted.sum(axis=1, keepdims=True)
 
+    def check_top_k(self, top_k: int, name: str) -> None:
+        """Refuse a number of top classes that is not a whole number from 1 to the classes' count."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= len(self.labels):
+            raise OnnxPredictError(f"{name} {top_k}: give a number of classes from 1 to {len(self.labels)}.")
+
     def predict(
         self, texts: list[str], batch_size: int = 32, threshold: float = 0.5, top_k: int | None = None
     ) -> list[dict[str, Any]]:
         """One row per text: the predicted label (labels at or above `threshold`, for a multi-label model), its
         probability, every class's probability (or with `top_k` the k most probable classes, as `labelattn predict
         --top-k` writes them) and whether the text was cut."""
+        if top_k is not None:
+            self.check_top_k(top_k, "top_k")
         logits, truncated = self.logits(texts, batch_size)
         probabilities = self._probabilities(logits)
         best_first = np.argsort(-probabilities, axis=1, kind="stable")[:, :top_k] if top_k is not None else None
@@ -252,8 +259,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.data.is_file():
         raise OnnxPredictError(f"{args.data}: no such file.")
     classifier = OnnxClassifier(args.folder, threads=args.threads)
-    if args.top_k is not None and not 1 <= args.top_k <= len(classifier.labels):
-        raise OnnxPredictError(f"--top-k {args.top_k}: give a number of classes from 1 to {len(classifier.labels)}.")
+    if args.top_k is not None:
+        classifier.check_top_k(args.top_k, "--top-k")  # before the output file is opened
     count = predict_file(
         classifier,
         args.data,

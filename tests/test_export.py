@@ -19,6 +19,7 @@ import configuration_labelattn
 import modeling_labelattn
 from labelattn.cli import main
 from labelattn.export import RELATIVE_TOLERANCE, ExportError, export_onnx
+from labelattn.onnx_predict import OnnxClassifier, OnnxPredictError
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -243,6 +244,8 @@ def test_the_predictor_reads_csv_and_refuses_a_missing_column(encoder_export, tm
         == 2
     )
     assert "--top-k 99: give a number of classes from 1 to" in capsys.readouterr().err and not too_many.exists()
+    with pytest.raises(OnnxPredictError, match="top_k 0: give a number of classes from 1 to"):
+        OnnxClassifier(out).predict(["who wrote hamlet"], top_k=0)  # the Python API: no empty lists
 
     missing = tmp_path / "missing.csv"
     assert main(["predict-onnx", str(out), str(data), "--output", str(missing)]) == 2
