@@ -125,16 +125,16 @@ class LabelAttnConfig(PretrainedConfig):
             With `label_description_size`: the probability that, in a training step, a class's residual `r_c` is
             left out (the whole row, not rescaled), so that the class is scored as a class without rows would be
             and the shared map, not the residuals, learns to carry what a description says.
-        untrained_class_offset (`float`, *optional*, defaults to 8.0):
+        untrained_class_offset (`float`, *optional*, defaults to 6.0):
             With `label_description_size`: added, outside training, to the logit of every class without training
             rows, whose query and scorer come from its description alone (before `temperature` divides the logits).
             The maps fit the descriptions they were trained on better than a new one, so such a class scores its
             own texts lower than a trained class scores its own, and without an offset it is almost never ranked
-            first (calibrated stacking, Chao et al. 2016). 8.0 gave the best balance (harmonic mean) of the held-out
-            and the trained classes' accuracy on ICD-10-CM splits (docs/many-classes.md); 0 ranks them as the maps
-            alone do, a larger offset predicts them more often at the trained classes' expense. A finite number; it
-            can be changed after training (`from_pretrained(folder, untrained_class_offset=...)`, or config.json).
-            Saved configs without the key: 0.
+            first (calibrated stacking, Chao et al. 2016). 6.0 gave the best balance (harmonic mean) of the held-out
+            and the trained classes' accuracy on ten ICD-10-CM chapters (docs/many-classes.md); 0 ranks them as the
+            maps alone do (best where such classes are rare), a larger offset predicts them more often at the
+            trained classes' expense. A finite number; it can be changed after training (`from_pretrained(folder,
+            untrained_class_offset=...)`, or config.json). Saved configs without the key: 0.
         label_hierarchy (`dict`, *optional*):
             The classes as the bottom level of a tree of coarser groups (ICD-10-CM's chapter > block > category):
             `{"levels": ["chapter", "block", "category"], "ancestors": {"A00": ["A00-B99", "A00-A09"], ...}}`,
@@ -176,7 +176,7 @@ class LabelAttnConfig(PretrainedConfig):
     temperature: float | None = None
     label_description_size: int | None = None
     label_residual_dropout: float = 0.0
-    untrained_class_offset: float = 8.0
+    untrained_class_offset: float = 6.0
     label_hierarchy: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):

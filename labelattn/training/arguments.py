@@ -112,7 +112,7 @@ def add_model_options(group: DeclaredGroup) -> None:
         "--untrained-class-offset",
         type=float,
         help="With --label-descriptions: added to the logit of every class that no training row shows, so that a "
-        "class known only by its description can be ranked first (default: the config's, 8.0; 0 ranks such classes "
+        "class known only by its description can be ranked first (default: the config's, 6.0; 0 ranks such classes "
         "as the shared maps alone do; see docs/many-classes.md).",
     )
     group.add_argument(
