@@ -133,7 +133,9 @@ class LabelDescriptions(nn.Module):
     - with a scorer per class, its code `C v̂_c + r_c` (`code_map`) and with a bias per class its bias `β·v̂_c + r_c`
       (`bias_map`): the scorer of `LabelScorer`, which decides what the tokens the class attends to are worth.
     In training, each class's residuals are left out with probability `config.label_residual_dropout` (a row at a
-    time, not rescaled), so that the maps cannot leave their work to the residuals.
+    time, not rescaled), so that the maps cannot leave their work to the residuals. Outside training, a class without
+    rows gets `config.untrained_class_offset` on its logit (`offsets`): the maps read the descriptions they were
+    trained on better than a new one, and without it such a class is almost never ranked first.
     """
 
     def __init__(self, config: LabelAttnConfig):
@@ -145,6 +147,7 @@ class LabelDescriptions(nn.Module):
         self.code_map = nn.Linear(size, config.scorer_rank or config.hidden_size) if scorer == "per_class" else None
         self.bias_map = nn.Linear(size, 1) if scorer in ("per_class", "class_bias") else None
         self.residual_dropout = config.label_residual_dropout
+        self.untrained_offset = config.untrained_class_offset
 
     def described(self, described_map: nn.Linear, residuals: torch.Tensor) -> torch.Tensor:
         """`described_map(v̂_c) + r_c` for every class, `residuals (labels, n)` -> `(labels, n)`."""
@@ -153,6 +156,13 @@ class LabelDescriptions(nn.Module):
         if self.training and self.residual_dropout > 0:
             kept = kept * torch.bernoulli(torch.full_like(kept, 1 - self.residual_dropout))
         return described_map(vectors.to(described_map.weight.dtype)) + residuals * kept[:, None]
+
+    def offsets(self, dtype: torch.dtype) -> torch.Tensor:
+        """The offset on each class's logit, `(labels,)`: `config.untrained_class_offset` for a class without
+        training rows, 0 for the others; 0 for every class in training, which the measured offsets were fitted
+        without (calibrated stacking: a correction of a trained model's ranking, not something to learn around)."""
+        offset = 0.0 if self.training else self.untrained_offset
+        return (~self.has_rows).to(dtype) * offset
 
     def forward(self, residuals: torch.Tensor) -> torch.Tensor:
         """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
@@ -206,13 +216,12 @@ class LabelScorer(nn.Module):
 
     def biases(self, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
         """`β_c`, `(num_labels,)`, or `(1,)` when the classes share it; computed from the classes' `descriptions`
-        where the model has them."""
+        where the model has them, with their offsets for the classes without training rows."""
         own = self.bias if self.kind == "per_class" else self.class_bias  # (labels,) or None
         if own is not None and descriptions is not None:
             own = descriptions.described(descriptions.bias_map, own[:, None])[:, 0]
-        if self.kind == "per_class":
-            return own
-        return self.bias if own is None else self.bias + own
+        biases = own if self.kind == "per_class" else self.bias if own is None else self.bias + own
+        return biases if descriptions is None else biases + descriptions.offsets(biases.dtype)
 
     def forward(self, vectors: torch.Tensor, descriptions: LabelDescriptions | None = None) -> torch.Tensor:
         """`(batch, num_labels, hidden)` class vectors -> `(batch, num_labels)` logits, by definition."""

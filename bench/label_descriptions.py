@@ -55,9 +55,12 @@ def train(data: str, seed: int, epochs: int | None, extra: list[str], files: dic
 
 
 @torch.no_grad()
-def top_classes(folder: Path, texts: list[str], k: int = 1, batch_size: int = 256) -> tuple[list[list[int]], list[str]]:
-    """The `k` most probable class indices of each text by the saved model in `folder`, and its class names."""
-    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+def top_classes(
+    folder: Path, texts: list[str], k: int = 1, batch_size: int = 256, **config
+) -> tuple[list[list[int]], list[str]]:
+    """The `k` most probable class indices of each text by the saved model in `folder` (its `config` values replaced
+    by the keyword arguments), and its class names."""
+    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True, **config).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     top = []
     for start in range(0, len(texts), batch_size):

@@ -2,6 +2,7 @@
 
     python bench/untrained_classes.py                                   # ten ICD-10-CM chapters; 10% held out
     python bench/untrained_classes.py --chapters A00-B99 --share 0.2 --seed 1
+    python bench/untrained_classes.py --no-train --offsets 0 4 12     # the same model, other offsets
 
 From the built-in `icd10-cm` data (its split, its category, block and chapter descriptions), the categories of the
 chosen chapters only (so that a run takes minutes, not a full ICD-10-CM training); `--share` of those categories
@@ -9,7 +10,8 @@ with two or more test rows (seeded) lose every training and validation row. The 
 whole test split and adds the held-out categories' training and validation rows (never trained on either way).
 Written to models/bench/untrained/ as CSV files and a label file (label, parent, description), the default model is
 trained there with `labelattn train ... --label-descriptions --hierarchy-levels chapter,block,category` (a
-subprocess), and its predictions of the test file are scored: top-1 and top-5 accuracy and the block accuracy on
+subprocess), and its predictions of the test file are scored (with the offset its config has for the classes without
+rows, `untrained_class_offset`, and with each of `--offsets`): top-1 and top-5 accuracy and the block accuracy on
 the held-out categories' rows and on the trained categories' rows, against chance (one class in all) and against two
 zero-shot baselines that need no training row either: the category whose description is nearest the text in TF-IDF
 space (word 1-2-grams, fitted on the descriptions and the training texts), and in the space of MiniLM's sentence
@@ -18,6 +20,7 @@ embeddings (all-MiniLM-L6-v2 mean-pooled, the offline copy `labelattn.minilm_pat
 
 import argparse
 import csv
+import json
 import os
 import random
 import shlex
@@ -146,6 +149,14 @@ def main() -> None:
         "--train", default="", help="more `labelattn train` options, e.g. --train='--label-residual-dropout 0.25'"
     )
     parser.add_argument("--model-dir", type=Path, default=FOLDER / "model", help="where the model is trained")
+    parser.add_argument(
+        "--offsets",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also score the trained model with these untrained_class_offset values (the config's is always scored)",
+    )
+    parser.add_argument("--no-train", action="store_true", help="score the model already in --model-dir")
     args = parser.parse_args()
 
     files, held, descriptions = build_files(args.chapters, args.share, args.seed)
@@ -154,10 +165,14 @@ def main() -> None:
     with files["train"].open() as file:
         train_texts = [row["text"] for row in csv.DictReader(file)]
     texts, labels = [row["text"] for row in test], [row["label"] for row in test]
-    top, names = top_classes(train(files, args.seed, shlex.split(args.train), args.model_dir), texts, k=5)
-    top = np.array(top)
-    systems = {
-        "labelattn, `--label-descriptions`": top,
+    folder = args.model_dir if args.no_train else train(files, args.seed, shlex.split(args.train), args.model_dir)
+    top, names = top_classes(folder, texts, k=5)
+    offset = json.loads((folder / "config.json").read_text()).get("untrained_class_offset", 0.0)
+    systems = {f"labelattn, `--label-descriptions` (offset {offset:g})": np.array(top)}
+    for other in args.offsets:
+        other_top = top_classes(folder, texts, k=5, untrained_class_offset=other)[0]
+        systems[f"labelattn, `--label-descriptions` (offset {other:g})"] = np.array(other_top)
+    systems |= {
         "nearest description (TF-IDF)": nearest_description_top5(texts, names, descriptions, train_texts),
         "nearest description (MiniLM sentence embeddings)": nearest_description_minilm_top5(texts, names, descriptions),
     }

@@ -1,6 +1,8 @@
 """Label-attention queries computed from class descriptions (`labelattn.training.label_queries`,
 `modeling_labelattn.LabelDescriptions`)."""
 
+import json
+
 import pytest
 import torch
 from conftest import make_model
@@ -86,6 +88,39 @@ def test_residual_dropout_leaves_whole_rows_out_in_training_only(tokenizer):
     assert 0.3 < left_out.float().mean() < 0.7
 
 
+@pytest.mark.parametrize("scorer", ["shared", "class_bias", "per_class", "normed"])
+def test_a_class_without_rows_gets_the_offset_outside_training_only(tokenizer, tmp_path, scorer):
+    """`untrained_class_offset` moves the logit of the class without rows (class_1) by exactly itself, and no
+    other; a saved model takes another offset at loading; label contributions still sum to the logits."""
+    described_model(tokenizer, scorer=scorer, untrained_class_offset=0.0).save_pretrained(tmp_path)
+    batch = tokenizer(["the calendar of animals", "plants"], padding=True, return_tensors="pt")
+    batch.pop("token_type_ids")
+    logits = {}
+    for offset in (0.0, 2.5):
+        model = LabelAttnForSequenceClassification.from_pretrained(tmp_path, untrained_class_offset=offset).eval()
+        with torch.no_grad():
+            logits[offset] = model(**batch).logits
+    moved = logits[2.5] - logits[0.0]
+    scale = logits[0.0].abs().max()
+    torch.testing.assert_close(moved, torch.tensor([0.0, 2.5, 0.0]).expand_as(moved), rtol=0, atol=1e-5 * scale)
+    descriptions = model.labelattn.label_attention.descriptions
+    assert descriptions.offsets(torch.float32).tolist() == [0.0, 2.5, 0.0]
+    assert descriptions.train().offsets(torch.float32).tolist() == [0.0, 0.0, 0.0]  # training sees none
+    if scorer != "normed":  # the only scorer without exact terms (tests/test_head_scorers.py)
+        with torch.no_grad():
+            out = model.eval()(**batch, output_label_contributions=True)
+        total = out.label_contributions.sum(-1) + out.label_contribution_bias
+        torch.testing.assert_close(total, logits[2.5], rtol=0, atol=1e-5 * scale)
+
+
+def test_a_config_saved_before_the_offset_loads_without_it(tokenizer, tmp_path):
+    described_model(tokenizer).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved.pop("untrained_class_offset") == LabelAttnConfig.__dataclass_fields__["untrained_class_offset"].default
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert LabelAttnConfig.from_pretrained(tmp_path).untrained_class_offset == 0.0
+
+
 @pytest.mark.parametrize("backbone", ["context", "encoder"])
 def test_a_model_with_descriptions_reloads_with_the_same_logits(tokenizer, tmp_path, backbone):
     model = described_model(tokenizer, backbone, label_residual_dropout=0.3)
@@ -113,6 +148,8 @@ def test_a_model_without_descriptions_keeps_its_free_queries(tokenizer):
         (dict(label_description_size=0), "label_description_size must be a positive integer"),
         (dict(label_description_size=32, label_residual_dropout=1.0), r"label_residual_dropout must be in \[0, 1\)"),
         (dict(label_residual_dropout=0.5), "set label_description_size too"),
+        (dict(label_description_size=32, untrained_class_offset=float("inf")), "must be a finite number"),
+        (dict(label_description_size=32, untrained_class_offset=True), "must be a finite number"),
     ],
 )
 def test_bad_description_settings_are_refused(options, expected):

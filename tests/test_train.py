@@ -238,10 +238,11 @@ def test_a_described_class_without_training_rows_is_trained_from_its_description
     labels = tmp_path / "labels.csv"
     labels.write_text("label,description\nanimal,a zebra\nrock,basalt\n")  # rock: in no training row
     options = ["--test-data", test, "--label-file", labels, "--label-descriptions", "--epochs", "1"]
-    result = train("--data", data, *TINY, *options, "--output-dir", out)
+    result = train("--data", data, *TINY, *options, "--untrained-class-offset", "3", "--output-dir", out)
     assert result.returncode == 0, result.stderr
     config = json.loads((out / "config.json").read_text())
     assert sorted(config["label2id"]) == ["animal", "plant", "rock", "stone"]
+    assert config["untrained_class_offset"] == 3.0
     assert "No training row has the class(es) `rock`" in (out / "README.md").read_text()
     model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
     has_rows = model.labelattn.label_attention.descriptions.has_rows  # rock's query: its description's alone
@@ -338,6 +339,8 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--label-descriptions", "--pooling", "mean"], "--label-descriptions computes label-attention queries"),
         (["--label-residual-dropout", "0.5"], "--label-residual-dropout acts on queries computed from descriptions"),
         (["--label-descriptions", "--label-residual-dropout", "1"], "--label-residual-dropout must be in [0, 1)"),
+        (["--untrained-class-offset", "3"], "--untrained-class-offset acts on classes known by their descriptions"),
+        (["--label-descriptions", "--untrained-class-offset", "nan"], "--untrained-class-offset must be a finite"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],

@@ -109,6 +109,13 @@ def add_model_options(group: DeclaredGroup) -> None:
         f"that the shared map learns to carry what descriptions say (default: {DEFAULT_RESIDUAL_DROPOUT}).",
     )
     group.add_argument(
+        "--untrained-class-offset",
+        type=float,
+        help="With --label-descriptions: added to the logit of every class that no training row shows, so that a "
+        "class known only by its description can be ranked first (default: the config's, 6.0; 0 ranks such classes "
+        "as the shared maps alone do; see docs/many-classes.md).",
+    )
+    group.add_argument(
         "--hidden-size",
         type=int,
         default=384,

@@ -49,6 +49,8 @@ def build_model(
         encoder = None if embedding else AutoConfig.from_pretrained(backbones.encoder_path(settings.backbone))
         common["label_description_size"] = settings.hidden_size if embedding else encoder.hidden_size
         common["label_residual_dropout"] = settings.label_residual_dropout
+        if settings.untrained_class_offset is not None:
+            common["untrained_class_offset"] = settings.untrained_class_offset
     if hierarchy is not None:
         ancestors = {name: list(hierarchy.ancestors[name]) for name in label_names}
         common["label_hierarchy"] = {"levels": hierarchy.levels, "ancestors": ancestors}

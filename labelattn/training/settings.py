@@ -25,7 +25,7 @@ AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoi
 AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # attention_key_size: None or >= 1
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
-SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None}
+SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None}
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -55,6 +55,7 @@ class TrainSettings:
     pooling: str  # "label_attention" or "mean"
     label_descriptions: bool | None  # queries computed from descriptions (None: not given, as runs before the option)
     label_residual_dropout: float | None  # with label_descriptions, a probability; None otherwise
+    untrained_class_offset: float | None  # with label_descriptions, a logit; None: the config's default
     hidden_size: int  # the embedding backbone's width
     token_context_width: int  # the embedding backbone's convolution width: 0 or odd
     num_attention_heads: int  # label-attention heads
@@ -118,6 +119,11 @@ def check_settings(settings: TrainSettings) -> None:
         raise TrainingError(
             "--label-residual-dropout acts on queries computed from descriptions: add --label-descriptions, or drop it."
         )
+    if settings.untrained_class_offset is not None and not settings.label_descriptions:
+        raise TrainingError(
+            "--untrained-class-offset acts on classes known by their descriptions: add --label-descriptions, or drop "
+            "it."
+        )
     if not backbones.is_backbone(settings.backbone):
         raise TrainingError(backbones.unknown_backbone_message(settings.backbone))
 
@@ -151,6 +157,8 @@ def check_numbers(settings: TrainSettings) -> None:
     refuse_if("classifier_dropout", dropout_problem)
     if settings.label_residual_dropout is not None:
         refuse_if("label_residual_dropout", dropout_problem)
+    if settings.untrained_class_offset is not None and not math.isfinite(settings.untrained_class_offset):
+        refuse("untrained_class_offset", "a finite number")
 
 
 def check_max_length(settings: TrainSettings, tokenizer) -> None:
