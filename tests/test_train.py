@@ -282,7 +282,9 @@ def test_overwrite_replaces_the_whole_folder(tiny_csv, tmp_path):
     result = train("--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out, "--overwrite")
     assert result.returncode == 0, result.stderr
     assert not (out / "pytorch_model.bin").exists()  # nothing of the old model is left to be pushed with the new
-    assert (out / "model.safetensors").is_file()
+    assert (out / "model.safetensors").is_file() and (out / "coding.json").is_file()
+    again = train("--data", tiny_csv, *TINY, "--epochs", "1", "--output-dir", out, "--overwrite")
+    assert again.returncode == 0, again.stderr  # everything the first run wrote is its own: `make demo` twice
 
 
 def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch):

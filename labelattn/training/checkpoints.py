@@ -21,14 +21,21 @@ from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 
+from labelattn.coding import CODING_FILE
+from labelattn.training.coding_report import COVERAGE_PNG, RELIABILITY_PNG
+
 CHECKPOINTS = "checkpoints"
 LOCK = "train.lock"
 COMPLETE = "complete"
 FINISHED = "finished"
 KEEP = 2  # complete checkpoints kept: the newest, and one to fall back to if it is damaged
 # What a model folder's own output may be named: the weights, config, code, tokenizer and card that `save_pretrained`,
-# a tokenizer and `labelattn train` write. `--overwrite` deletes these and refuses to touch anything else.
+# a tokenizer and `labelattn train` write (with its coding report). `--overwrite` deletes these and refuses to touch
+# anything else.
 MODEL_FOLDER_FILES = (
+    CODING_FILE,
+    RELIABILITY_PNG,
+    COVERAGE_PNG,
     "config.json",
     "generation_config.json",
     "model*.safetensors",
