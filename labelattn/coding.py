@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 
 CODING_FILE = "coding.json"
+# The figures of the coding report beside it (`labelattn.training.coding_report`).
+RELIABILITY_PNG = "reliability.png"
+COVERAGE_PNG = "coverage-accuracy.png"
 # The target accuracies whose thresholds a training run stores, and those it reports.
 TARGETS = (0.8, 0.85, 0.9, 0.95, 0.97, 0.98, 0.99)
 REPORTED = (0.95, 0.97)

@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 
-from labelattn.coding import CODING_FILE
-from labelattn.training.coding_report import COVERAGE_PNG, RELIABILITY_PNG
+from labelattn.coding import CODING_FILE, COVERAGE_PNG, RELIABILITY_PNG  # torch-free: the CLI imports this
 
 CHECKPOINTS = "checkpoints"
 LOCK = "train.lock"

@@ -11,13 +11,12 @@ import numpy as np
 import torch
 
 from labelattn import coding
+from labelattn.coding import COVERAGE_PNG, RELIABILITY_PNG
 from labelattn.training.scores import METRICS_DIR
 
 if TYPE_CHECKING:
     from labelattn.data.records import Hierarchy
 
-RELIABILITY_PNG = "reliability.png"
-COVERAGE_PNG = "coverage-accuracy.png"
 BINS = 15
 CONFIDENCE = {False: "top probability", True: "least sure yes/no decision, min_c max(p_c, 1 - p_c)"}
 
