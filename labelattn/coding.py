@@ -10,7 +10,8 @@ level (the group's probability is the sum of its classes'), each level with its 
 validation texts the finer levels left to people.
 
 `labelattn train` stores the thresholds in the model folder's `coding.json` (`CODING_FILE`), which
-`labelattn predict --target-accuracy` and the Space read (`read_coding`, `stored_threshold`).
+`labelattn predict --target-accuracy [--fallback]` and the Space read (`read_coding`, `stored_threshold`,
+`stored_fallback`).
 """
 
 import json
@@ -106,6 +107,24 @@ def fallback_coding(levels: list[tuple[np.ndarray, np.ndarray]], thresholds: lis
     return {"rates": rates, "rate": coded_share, "accuracy": accuracy}
 
 
+def fallback_codes(
+    probabilities: np.ndarray, levels: list[tuple[list[int] | None, float | None]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each text is coded with stored `fallback_thresholds`: for `levels` of `(groups, threshold)` from the
+    classes up (`groups[c]` the group of class c; None at the classes' own level), the index of the finest level
+    whose most probable group reaches its threshold (-1 where none does: a person codes the text), that group's index
+    and its probability (NaN where none), each `(n,)`."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    level = np.full(len(probabilities), -1)
+    group, probability = np.zeros(len(probabilities), dtype=np.int64), np.full(len(probabilities), np.nan)
+    for index, (groups, threshold) in enumerate(levels):
+        grouped = probabilities if groups is None else group_probabilities(probabilities, groups)
+        best, top = grouped.argmax(axis=1), grouped.max(axis=1)
+        coded = (level < 0) & (top >= threshold) if threshold is not None else np.zeros(len(level), bool)
+        level[coded], group[coded], probability[coded] = index, best[coded], top[coded]
+    return level, group, probability
+
+
 def coverage_accuracy(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The curve of the share of texts coded (most confident first) against their accuracy."""
     right = correct[np.argsort(-confidence, kind="stable")].astype(np.float64)
@@ -175,3 +194,28 @@ def stored_threshold(coding: dict[str, Any] | None, target: float, model: str) -
             "threshold, so none was stored; pick a lower target, or give a threshold with --manual-below P."
         )
     return threshold
+
+
+def stored_fallback(coding: dict[str, Any] | None, target: float, model: str) -> list[tuple[str, float | None]]:
+    """The levels of a class hierarchy, the classes' first, each with the threshold that `labelattn train` chose on
+    the validation texts the finer levels left (`fallback_thresholds`) for `target` accuracy; a `CodingError` when
+    the model has none (no coding.json, labels without groups, or a target it was not chosen for)."""
+    target = check_probability(target, "--target-accuracy")
+    if coding is None:
+        raise CodingError(
+            f"--fallback: {model} has no {CODING_FILE} (it was not trained by this version of `labelattn train`), so "
+            "no level's threshold was chosen for it: drop --fallback and give a threshold with --manual-below P."
+        )
+    fallback = coding.get("fallback")
+    if fallback is None:
+        raise CodingError(
+            f"--fallback: {model} was trained on labels without groups, so there is no coarser level to fall back "
+            "to: drop --fallback, or train on grouped labels (--hierarchy-separator, or --label-file with parents)."
+        )
+    if f"{target:g}" not in fallback:
+        stored = ", ".join(key for key in fallback if key != "levels")
+        raise CodingError(
+            f"--fallback --target-accuracy {target:g}: {model}'s {CODING_FILE} has the levels' thresholds for "
+            f"{stored}; pick one of them."
+        )
+    return list(zip(fallback["levels"], fallback[f"{target:g}"]["thresholds"], strict=True))

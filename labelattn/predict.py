@@ -3,13 +3,17 @@
 labelattn predict models/trec-embedding trec --output out/trec.parquet
 labelattn predict models/trec-embedding tickets.csv --text-column body --id-column ticket_id --output out/t.jsonl
 labelattn predict models/trec-embedding tickets.csv --target-accuracy 0.95 --output out/t.csv   # + a manual column
+labelattn predict models/icd10-cm-embedding notes.csv --target-accuracy 0.95 --fallback --top-k 5   # + coded_level
 labelattn predict models/icd10-cm-embedding notes.jsonl --top-k 5 --output out/n.parquet  # 5 best of 1,918 codes
 accelerate launch --num_processes 8 -m labelattn predict MODEL tickets.parquet --output out/t.parquet
 
 `--target-accuracy A` (with a threshold that `labelattn train` chose on the validation split, stored in the model's
 coding.json) or `--manual-below P` adds a `manual` column: true for the rows a person should code, those whose
 probability is below the threshold (for a multi-label model, the least sure yes/no decision); the command prints
-how many.
+how many. With `--fallback`, a model trained on grouped labels (ICD-10-CM's chapters, blocks and categories) codes
+a row it is unsure of at a coarser level instead, where that level's probability (the sum of its classes') reaches
+the threshold `labelattn train` chose for it on the validation rows the finer levels left: the columns
+`coded_level`, `coded_label` and `coded_probability` say where, and `manual` marks the rows no level codes.
 
 The rows are computed in shards written to `<output>.shards/` as they are made; the same command run again after
 an interruption skips the finished shards.
@@ -57,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="add a `manual` column: true where the probability is below P, strictly between 0 and 1",
     )
+    parser.add_argument(
+        "--fallback",
+        action="store_true",
+        help="with --target-accuracy 0.95 or 0.97, for a model trained on grouped labels: code a row below the "
+        "classes' threshold at the finest coarser level whose probability reaches that level's threshold (columns "
+        "coded_level, coded_label, coded_probability); `manual` then marks the rows no level codes",
+    )
     add_model_arguments(parser)
 
 
@@ -71,6 +82,35 @@ def manual_threshold(args: argparse.Namespace) -> tuple[float, str] | None:
         return None
     threshold = coding.stored_threshold(coding.read_coding(args.model, args.revision), args.target_accuracy, args.model)
     return threshold, f"the threshold for {args.target_accuracy:.0%} accuracy chosen on validation"
+
+
+def fallback_thresholds(args: argparse.Namespace) -> list[tuple[str, float | None]] | None:
+    """With --fallback, the levels (the classes' first) and the thresholds `labelattn train` chose for them for
+    --target-accuracy, read from the model's coding.json; None without --fallback."""
+    from labelattn import coding
+
+    if not args.fallback:
+        return None
+    if args.target_accuracy is None:
+        raise coding.CodingError(
+            "--fallback uses the thresholds `labelattn train` chose for a target accuracy: give --target-accuracy "
+            "0.95 or 0.97 with it."
+        )
+    return coding.stored_fallback(coding.read_coding(args.model, args.revision), args.target_accuracy, args.model)
+
+
+def print_fallback_rows(dataset, fallback: list[tuple[str, float | None]], target: float) -> None:
+    """How many rows each level codes and how many are left to a person (error rows are counted apart)."""
+    import pyarrow.compute as pc
+
+    coded = dataset.data.column("coded_level").to_pylist()
+    manual = dataset.data.column("manual")
+    shares = ", ".join(f"{coded.count(level)} at {level}" for level, _ in fallback)
+    print(
+        f"labelattn: of {len(dataset) - manual.null_count} row(s), {shares}; {pc.sum(manual).as_py() or 0} to code "
+        f"by hand (`manual` column): each level's threshold for {target:.0%} accuracy chosen on validation",
+        file=sys.stderr,
+    )
 
 
 def print_manual_rows(dataset, threshold: float, source: str) -> None:
@@ -94,7 +134,10 @@ def run(args: argparse.Namespace) -> int:
     from labelattn.corpus.jobs import predict_job
     from labelattn.corpus.process_state import process_state
 
-    manual = manual_threshold(args)  # a bad threshold or target is refused before anything is read or written
+    # A bad threshold or target, or a fallback the model has no thresholds for, is refused before anything is read
+    # or written.
+    fallback = fallback_thresholds(args)
+    manual = None if fallback else manual_threshold(args)
     output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")
     job = predict_job(
         model,
@@ -105,8 +148,11 @@ def run(args: argparse.Namespace) -> int:
         long_text=args.long_text,
         manual_below=manual[0] if manual else None,
         top_k=args.top_k,
+        fallback=fallback,
     )
     report = run_to_file(job, dataset, output, args)
     if manual and process_state().is_main_process:
         print_manual_rows(report.dataset, *manual)
+    if fallback and process_state().is_main_process:
+        print_fallback_rows(report.dataset, fallback, args.target_accuracy)
     return 0

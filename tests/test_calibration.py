@@ -1,10 +1,12 @@
 """Calibrated probabilities and the automatic coding rate: the temperature fitted on validation, thresholds that hold
 on held-out rows, and the user's path end to end: `labelattn train` stores the temperature and the thresholds,
 `labelattn predict --target-accuracy / --manual-below` flags the rows for people (and refuses bad values before
-writing anything), and the Space says when a prediction falls below the threshold."""
+writing anything), `--fallback` codes the rows a grouped model is unsure of at a coarser level, and the Space says
+when a prediction falls below the threshold."""
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import FILLER
 from test_train import planted_rows
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
@@ -233,6 +236,86 @@ def test_a_target_accuracy_without_a_stored_threshold_is_refused_with_the_way_ou
     code, printed = predict(copy, data, "--target-accuracy", "0.95", "--output", output, capsys=capsys)
     assert code == 2 and "has no coding.json" in printed
     assert not output.exists() and not output.with_name("out.csv.shards").exists()
+
+
+# (group, class, the class's word); each group's own word.
+CLASSES = [("living", "animal", "zebra"), ("living", "plant", "fern"), ("mineral", "stone", "granite"),
+           ("mineral", "metal", "copper")]  # fmt: skip
+GROUP_WORDS = {"living": "organic", "mineral": "geology"}
+# The CSV's probabilities are float32 written as text, the thresholds float64: a row this close to one is either side.
+ROUNDING = 1e-6
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory) -> tuple[Path, Path]:
+    """A model of four classes in two groups, trained by `labelattn train` on rows that always hold their group's
+    word and, half of the time, their class's: without it the class is a guess between the group's classes, the
+    group is not. Its rows' file beside it."""
+    folder, rng = tmp_path_factory.mktemp("grouped"), random.Random(0)
+    lines = []
+    for i in range(800):
+        group, name, word = CLASSES[i % len(CLASSES)]
+        words = [*rng.sample(FILLER, 5), GROUP_WORDS[group], *([word] if rng.random() < 0.5 else [])]
+        rng.shuffle(words)
+        lines.append(f"{' '.join(words)},{group}>{name}\n")
+    data = folder / "rows.csv"
+    data.write_text("text,label\n" + "".join(lines))
+    options = ["--hidden-size", "32", "--batch-size", "8", "--epochs", "3", "--seed", "1", "--learning-rate", "2e-2"]
+    result = labelattn("train", "--data", data, "--hierarchy-separator", ">", "--hierarchy-levels", "group,class",
+                       *options, "--output-dir", folder / "model")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return folder / "model", data
+
+
+def test_predict_falls_back_to_the_group_where_the_class_is_unsure(grouped, tmp_path, capsys):
+    model_dir, data = grouped
+    fallback = json.loads((model_dir / coding.CODING_FILE).read_text())["fallback"]
+    assert fallback["levels"] == ["class", "group"]
+    class_threshold, group_threshold = fallback["0.95"]["thresholds"]
+    code, printed = predict(model_dir, data, "--target-accuracy", "0.95", "--fallback", "--output",
+                            tmp_path / "rows.csv", capsys=capsys)  # fmt: skip
+    assert code == 0, printed
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    config = json.loads((model_dir / "config.json").read_text())
+    group_of = {label: ancestors[0] for label, ancestors in config["label_hierarchy"]["ancestors"].items()}
+    for row in rows.itertuples():
+        groups = {}
+        for label, group in group_of.items():
+            groups[group] = groups.get(group, 0.0) + getattr(row, f"prob_{label}")
+        best_group = max(groups, key=groups.get)
+        if row.coded_level == "class":
+            assert row.probability >= class_threshold - ROUNDING and row.coded_label == row.predicted_label
+            assert row.coded_probability == pytest.approx(row.probability, rel=1e-6)
+        elif row.coded_level == "group":
+            assert row.probability < class_threshold + ROUNDING and row.coded_label == best_group
+            assert row.coded_probability == pytest.approx(groups[best_group], rel=1e-5)
+            assert row.coded_probability >= group_threshold - ROUNDING
+        else:
+            assert row.manual and pd.isna(row.coded_label)
+            assert row.probability < class_threshold + ROUNDING and groups[best_group] < group_threshold + ROUNDING
+        assert row.manual == (row.coded_level not in ("class", "group"))
+    counts = rows["coded_level"].value_counts()
+    assert counts.get("class", 0) > 0 and counts.get("group", 0) > 0  # half the rows name their class
+    assert f"of {len(rows)} row(s), {counts.get('class', 0)} at class, {counts.get('group', 0)} at group;" in printed
+    # The class level alone sends every row coded at the group to a person.
+    code, printed = predict(model_dir, data, "--target-accuracy", "0.95", "--output", tmp_path / "plain.csv",
+                            capsys=capsys)  # fmt: skip
+    assert code == 0, printed
+    assert pd.read_csv(tmp_path / "plain.csv")["manual"].sum() == rows["manual"].sum() + counts.get("group", 0)
+
+
+def test_a_fallback_the_model_has_no_thresholds_for_is_refused_before_anything_is_written(
+    grouped, trained, tmp_path, capsys
+):
+    cases = [
+        (grouped[0], ["--fallback"], "--fallback uses the thresholds `labelattn train` chose for a target accuracy"),
+        (grouped[0], ["--fallback", "--target-accuracy", "0.9"], "has the levels' thresholds for 0.95, 0.97"),
+        (trained[0], ["--fallback", "--target-accuracy", "0.95"], "was trained on labels without groups"),
+    ]
+    for model_dir, options, message in cases:
+        code, printed = predict(model_dir, grouped[1], *options, "--output", tmp_path / "out.csv", capsys=capsys)
+        assert code == 2 and message in printed, printed
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_the_space_says_when_a_prediction_is_below_the_threshold(trained, tmp_path):

@@ -4,6 +4,7 @@ run's folder, never deleting the input, and two processes giving the rows of one
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -122,6 +123,54 @@ def test_a_hierarchical_model_predicts_every_level_consistently(tokenizer, tmp_p
     out = predict_dataset(multi, tokenizer, corpus(6), threshold=0.3, progress=False).to_dict()
     for labels, mids in zip(out["predicted_labels"], out["predicted_labels_mid"], strict=True):
         assert sorted(mids) == sorted({parents[label][1] for label in labels})
+
+
+def test_fallback_codes_each_row_at_the_finest_level_that_reaches_its_threshold(tokenizer, tmp_path):
+    """Thresholds set between the rows' own probabilities, so that every outcome occurs: coded at the class, at
+    its mid group (the sum of the group's classes), or by a person (the top level, one group, codes nothing)."""
+    model = make_model("embedding", num_labels=3, label_hierarchy=HIERARCHY)
+    plain = predict_dataset(model, tokenizer, corpus(40), progress=False).to_dict()
+    rows = [dict(zip(plain, values, strict=True)) for values in zip(*plain.values(), strict=True)]
+
+    def mids(row: dict) -> dict[str, float]:
+        sums = {}
+        for label, (_, mid) in HIERARCHY["ancestors"].items():
+            sums[mid] = sums.get(mid, 0.0) + row[f"prob_{label}"]
+        return sums
+
+    def between(values: list[float]) -> float:  # halfway between the two middle values: no row sits on it
+        ranked = sorted(values)
+        return (ranked[len(ranked) // 2 - 1] + ranked[len(ranked) // 2]) / 2
+
+    class_threshold = between([row["probability"] for row in rows])
+    unsure = [row for row in rows if row["probability"] < class_threshold]
+    mid_threshold = between([max(mids(row).values()) for row in unsure])
+    fallback = [("class", class_threshold), ("mid", mid_threshold), ("top", None)]
+    out = predict_dataset(model, tokenizer, corpus(40), fallback=fallback, progress=False).to_dict()
+    for i, row in enumerate(rows):
+        best_mid = max(mids(row), key=mids(row).get)
+        if row["probability"] >= class_threshold:
+            expected = ("class", row["predicted_label"], row["probability"])
+        elif mids(row)[best_mid] >= mid_threshold:
+            expected = ("mid", best_mid, mids(row)[best_mid])
+        else:
+            expected = (None, None, None)
+        coded = (out["coded_level"][i], out["coded_label"][i], out["coded_probability"][i])
+        assert coded[:2] == expected[:2] and out["manual"][i] == (expected[0] is None)
+        assert coded[2] == (None if expected[2] is None else pytest.approx(expected[2], rel=1e-6))
+    assert {"class", "mid", None} == set(out["coded_level"])
+
+    refused = {
+        "do not fit this model: its levels, the classes' first, are ['class', 'mid', 'top']": (model, fallback[::-1]),
+        "do not fit this model: it has no coarser level": (make_model("embedding", num_labels=3), fallback),
+        "strictly between 0 and 1": (model, [("class", 1.5), *fallback[1:]]),
+    }
+    for message, (classifier, levels) in refused.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            predict_dataset(classifier, tokenizer, corpus(4), fallback=levels, output_dir=tmp_path / "out")
+    with pytest.raises(CorpusError, match="give it without manual_below"):
+        predict_dataset(model, tokenizer, corpus(4), fallback=fallback, manual_below=0.5, output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ from explainers.models import is_multi_label
 from explainers.targets import resolve_targets
 from explainers.windows import check_long_text
 from explainers.words import TextInput, input_problem
-from labelattn.coding import check_probability, row_confidence
+from labelattn.coding import check_probability, fallback_codes, row_confidence
 from labelattn.corpus.process_state import process_state
 from labelattn.corpus.shards import CorpusError, ShardFolder
 
@@ -241,6 +241,38 @@ def upper_levels(config, labels: list[str]) -> dict[str, list[str]]:
     return {level: [ancestors[label][depth] for label in labels] for depth, level in enumerate(levels)}
 
 
+def fallback_coder(
+    config, labels: list[str], fallback: list[tuple[str, float | None]]
+) -> Callable[[torch.Tensor], list[dict[str, Any]]]:
+    """For a model trained on hierarchical labels and `fallback`, its levels from the classes up each with its
+    threshold (`labelattn.coding.stored_fallback`): the function that gives each text of a batch of probabilities
+    where it is coded (`coding.fallback_codes`): `manual` (no level reaches its threshold), `coded_level`,
+    `coded_label` and `coded_probability` (the group's probability, the sum of its classes')."""
+    levels = (getattr(config, "label_hierarchy", None) or {}).get("levels", [])
+    expected, given = levels[::-1], [name for name, _ in fallback]
+    if len(levels) < 2 or given != expected:
+        has = f"its levels, the classes' first, are {expected}" if len(levels) > 1 else "it has no coarser level"
+        raise CorpusError(f"fallback levels {given} do not fit this model: {has}.")
+    upper, codes, names = upper_levels(config, labels), [], []
+    for level, threshold in fallback:
+        if threshold is not None:
+            check_probability(threshold, f"the fallback threshold of level {level!r}")
+        groups = list(dict.fromkeys(upper[level])) if level in upper else labels
+        codes.append(([groups.index(group) for group in upper[level]] if level in upper else None, threshold))
+        names.append(groups)
+
+    def code(probabilities: torch.Tensor) -> list[dict[str, Any]]:
+        level, group, probability = fallback_codes(probabilities.double().numpy(), codes)
+        rows = []
+        for i, g, p in zip(level.tolist(), group.tolist(), probability.tolist(), strict=True):
+            coded = i >= 0  # else a person codes the text
+            at = {"coded_level": fallback[i][0], "coded_label": names[i][g], "coded_probability": p} if coded else {}
+            rows.append({"manual": not coded, "coded_level": None, "coded_label": None, "coded_probability": None} | at)
+        return rows
+
+    return code
+
+
 def predict_job(
     model: torch.nn.Module,
     tokenizer,
@@ -251,13 +283,15 @@ def predict_job(
     long_text: str = "truncate",
     manual_below: float | None = None,
     top_k: int | None = None,
+    fallback: list[tuple[str, float | None]] | None = None,
 ) -> Job:
     """The predicted label(s) and every class's probability (`prob_<label>` columns), or with `top_k` the k most
     probable classes (`top_labels`, `top_probabilities`: lists, most probable first) in place of those columns; a
     text longer than the model reads is cut (`long_text="truncate"`) or read in windows (`"windows"`, see
     `explainers.windows`). With `manual_below`, a `manual` column says which rows a person should code: those whose
     confidence (the top probability; for a multi-label model the least sure yes/no decision, see
-    `labelattn.coding`) is below it.
+    `labelattn.coding`) is below it; with `fallback` instead, a text may be coded at a coarser level of the classes'
+    hierarchy, and `manual` marks the texts no level codes (`fallback_coder`).
 
     `top_k` is for models of many classes: ICD-10-CM's 1,918 `prob_<label>` columns cost more to build and write
     than the model takes to compute them (docs/corpus.md, "Many classes")."""
@@ -273,21 +307,26 @@ def predict_job(
     check_long_text(long_text, [])
     if manual_below is not None:
         check_probability(manual_below, "manual_below")
+    if fallback is not None and (manual_below is not None or multi_label):
+        why = "this model predicts a set of labels per text" if multi_label else "give it without manual_below"
+        raise CorpusError(f"fallback codes one class per text, with the classes' threshold first: {why}.")
+    coder = fallback_coder(model.config, labels, fallback) if fallback is not None else None
     if top_k is not None and check_count(top_k, "top_k", "classes", error=CorpusError) > len(labels):
         raise CorpusError(f"top_k={top_k}: the model has {len(labels)} classes; give at most that many.")
     predicted = "predicted_labels" if multi_label else "predicted_label"
     groups = upper_levels(model.config, labels)
-    features = prediction_features(predicted, groups, labels, top_k, manual_below is not None)
+    features = prediction_features(predicted, groups, labels, top_k, manual_below is not None, coder is not None)
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
         result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
         probabilities = result.probabilities
         bests = probabilities.argmax(-1).tolist()
+        codes = coder(probabilities) if coder else [{}] * len(bests)
         if top_k is not None:
             top = probabilities.topk(top_k, dim=-1)
             tops = zip(top.indices.tolist(), top.values.tolist(), strict=True)
         rows = []
-        for probs, best, truncated in zip(probabilities.tolist(), bests, result.truncated, strict=True):
+        for probs, best, truncated, coded in zip(probabilities.tolist(), bests, result.truncated, codes, strict=True):
             if multi_label:
                 chosen = [i for i, p in enumerate(probs) if p >= threshold]
                 label = [labels[i] for i in chosen]
@@ -305,21 +344,23 @@ def predict_job(
             row = {predicted: label, **levels, "probability": probs[best], **by_class, "truncated": truncated}
             if manual_below is not None:
                 row["manual"] = row_confidence(probs, multi_label) < manual_below
-            rows.append([row])
+            rows.append([row | coded])
         return rows
 
     settings = {"task": "predict", "max_length": max_length, "threshold": threshold if multi_label else None}
     settings |= {"long_text": long_text} if long_text != "truncate" else {}  # (the folders of older runs have none)
     settings |= {"manual_below": manual_below} if manual_below is not None else {}
     settings |= {"top_k": top_k} if top_k is not None else {}
+    settings |= {"fallback": [list(level) for level in fallback]} if fallback is not None else {}
     return Job(model, tokenizer, max_length, settings, features, compute, long_text)
 
 
 def prediction_features(
-    predicted: str, groups: dict[str, list[str]], labels: list[str], top_k: int | None, manual: bool
+    predicted: str, groups: dict[str, list[str]], labels: list[str], top_k: int | None, manual: bool, fallback: bool
 ) -> datasets.Features:
     """The columns `predict_job` writes: the predicted label(s) as `predicted` names them, their probability, their
-    upper levels, one probability per class or the `top_k` best, `truncated`, and `manual` when asked."""
+    upper levels, one probability per class or the `top_k` best, `truncated`, `manual` when asked, and with the
+    fallback where each text is coded."""
     kind = datasets.List(datasets.Value("string")) if predicted == "predicted_labels" else datasets.Value("string")
     if top_k is None:
         by_class = {f"prob_{label}": datasets.Value("float32") for label in labels}
@@ -335,7 +376,9 @@ def prediction_features(
             **{f"{predicted}_{level}": kind for level in groups},
             **by_class,
             "truncated": datasets.Value("bool"),
-            **({"manual": datasets.Value("bool")} if manual else {}),
+            **({"manual": datasets.Value("bool")} if manual or fallback else {}),
+            **({name: datasets.Value("string") for name in ("coded_level", "coded_label")} if fallback else {}),
+            **({"coded_probability": datasets.Value("float32")} if fallback else {}),
         }
     )
 
@@ -663,7 +706,7 @@ def predict_dataset(
             probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
             (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
             ("windows" reads them whole, see `explainers.windows`), `top_k` (the k most probable classes in place
-            of one column per class), `manual_below`; and
+            of one column per class), `manual_below` or `fallback`; and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
             `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`, `max_chars`.
 
@@ -671,8 +714,9 @@ def predict_dataset(
         A memory-mapped `datasets.Dataset`: `row`, the input's columns, `predicted_label` (`predicted_labels`,
         a list, for a multi-label model), `predicted_label_<level>` for each upper level of a model trained on
         hierarchical labels, `probability` of the predicted class, `prob_<label>` for every class (or with `top_k`
-        `top_labels` and `top_probabilities`), `truncated`, and `error` (why a row's text could not be read,
-        naming the row, else None).
+        `top_labels` and `top_probabilities`), `truncated`, `manual` with `manual_below` or `fallback`,
+        `coded_level`, `coded_label` and `coded_probability` with `fallback`, and `error` (why a row's text could
+        not be read, naming the row, else None).
     """
     options, request = split_arguments(arguments)
     return run_job(predict_job(model, tokenizer, **request), data, options).dataset
