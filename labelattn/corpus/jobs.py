@@ -257,8 +257,10 @@ def fallback_coder(
     for level, threshold in fallback:
         if threshold is not None:
             check_probability(threshold, f"the fallback threshold of level {level!r}")
-        groups = list(dict.fromkeys(upper[level])) if level in upper else labels
-        codes.append(([groups.index(group) for group in upper[level]] if level in upper else None, threshold))
+        of_class = upper.get(level)  # each class's group at this level; None at the classes' own level
+        groups = list(dict.fromkeys(of_class)) if of_class else labels
+        position = {group: index for index, group in enumerate(groups)}
+        codes.append(([position[group] for group in of_class] if of_class else None, threshold))
         names.append(groups)
 
     def code(probabilities: torch.Tensor) -> list[dict[str, Any]]:
