@@ -209,8 +209,9 @@ def stored_fallback(coding: dict[str, Any] | None, target: float, model: str) ->
     fallback = coding.get("fallback")
     if fallback is None:
         raise CodingError(
-            f"--fallback: {model} was trained on labels without groups, so there is no coarser level to fall back "
-            "to: drop --fallback, or train on grouped labels (--hierarchy-separator, or --label-file with parents)."
+            f"--fallback: {model}'s {CODING_FILE} holds no coarser level's threshold (its labels have no groups, or "
+            "it predicts several labels per text): drop --fallback, or train a one-label-per-text model on grouped "
+            "labels (--hierarchy-separator, or --label-file with parents)."
         )
     if f"{target:g}" not in fallback:
         stored = ", ".join(key for key in fallback if key != "levels")

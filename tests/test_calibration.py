@@ -310,7 +310,7 @@ def test_a_fallback_the_model_has_no_thresholds_for_is_refused_before_anything_i
     cases = [
         (grouped[0], ["--fallback"], "--fallback uses the thresholds `labelattn train` chose for a target accuracy"),
         (grouped[0], ["--fallback", "--target-accuracy", "0.9"], "has the levels' thresholds for 0.95, 0.97"),
-        (trained[0], ["--fallback", "--target-accuracy", "0.95"], "was trained on labels without groups"),
+        (trained[0], ["--fallback", "--target-accuracy", "0.95"], "holds no coarser level's threshold"),
     ]
     for model_dir, options, message in cases:
         code, printed = predict(model_dir, grouped[1], *options, "--output", tmp_path / "out.csv", capsys=capsys)
