@@ -103,9 +103,11 @@ def print_fallback_rows(dataset, fallback: list[tuple[str, float | None]], targe
     """How many rows each level codes and how many are left to a person (error rows are counted apart)."""
     import pyarrow.compute as pc
 
-    coded = dataset.data.column("coded_level").to_pylist()
+    coded = {
+        count["values"]: count["counts"] for count in pc.value_counts(dataset.data.column("coded_level")).to_pylist()
+    }
     manual = dataset.data.column("manual")
-    shares = ", ".join(f"{coded.count(level)} at {level}" for level, _ in fallback)
+    shares = ", ".join(f"{coded.get(level, 0)} at {level}" for level, _ in fallback)
     print(
         f"labelattn: of {len(dataset) - manual.null_count} row(s), {shares}; {pc.sum(manual).as_py() or 0} to code "
         f"by hand (`manual` column): each level's threshold for {target:.0%} accuracy chosen on validation",
