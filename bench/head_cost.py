@@ -2,7 +2,7 @@
 eval forward of the whole model, against mean pooling, interleaved in one process.
 
     python bench/head_cost.py 6 50 1918
-    python bench/head_cost.py 6 --old-revision 8a67e09      # also the head of a git revision (the `_folded` route)
+    python bench/head_cost.py 6 --old-revision 8a67e09      # also a git revision's head, with its default config
 
 The model is the embedding backbone as `labelattn train` builds it (384 wide, the table frozen, token context 3, no
 dropout), on random token ids: 32 texts × 24 tokens, every other text half padding. One torch thread and the CPU
@@ -101,7 +101,7 @@ def timed(systems: dict, steps: int = 2, rounds: int = 3) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("classes", nargs="+", type=int)
-    parser.add_argument("--old-revision", help="Also time the head of this git revision (shared scorer).")
+    parser.add_argument("--old-revision", help="Also time the head of this git revision, with its default config.")
     cli = parser.parse_args()
     torch.set_num_threads(1)
     print("| classes | system | train step ms | eval forward ms | train against mean pooling |\n|---|---|---|---|---|")
@@ -112,7 +112,7 @@ def main() -> None:
             models[name] = modeling_labelattn.LabelAttnForSequenceClassification(config)
         if cli.old_revision:
             old = old_head(cli.old_revision)
-            models[f"{cli.old_revision}, 4 heads, keys 96, shared"] = old.LabelAttnForSequenceClassification(
+            models[f"{cli.old_revision}, its default"] = old.LabelAttnForSequenceClassification(
                 old.LabelAttnConfig(**config_kwargs(classes))
             )
         train = timed({name: stepper(model, True) for name, model in models.items()})
