@@ -245,9 +245,9 @@ def test_every_single_label_text_finds_its_keyword(single_label, method, texts):
     in ten missed it (issue 17); the explained output is shift-invariant now (the logit minus the mean logit), and
     label attention's terms are measured from what the average class reads (with a scorer per class, the default:
     from the text's mean token). All 300 texts for label attention (one pass), the first 100 / 60 for Integrated
-    Gradients and SHAP (they cost tens of passes a text). On a text the model gets wrong, a sampled method may rank a
-    filler word the predicted class leans on just above the keyword (IG: `how` 3.64 against `titus` 3.51, at
-    probability 0.01): there the keyword must be among the top two words."""
+    Gradients and SHAP (they cost tens of passes a text). On a text the model gets wrong, an approximate method (IG's
+    sum over steps, SHAP's samples) may rank a filler word the predicted class leans on just above the keyword (IG:
+    `how` 3.64 against `titus` 3.51, at probability 0.01): there the keyword must be among the top two words."""
     rows = single_label.test_rows[:texts]
     explanations = explainers.explain(
         single_label.model,
