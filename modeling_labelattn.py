@@ -401,7 +401,8 @@ class LabelAttention(nn.Module):
         Logits: `Σ_h Σ_j a_c,h,j s_c,h,j + offset_c`, with each token's value to each class `s_c,h,j =
         codes_c,h·values_h,j` (see `_folded_values`). The blocks hold every token of the batch side by side, `(heads,
         block, seq, batch)`: the scores and the values are then two products of a block's codes with every token at
-        once, 3-4× faster on a CPU than a small product per text, whose inner size is its length (docs/model.md).
+        once, instead of a small product per text whose inner size is its length: on a CPU at 1,918 classes, 2.3×
+        faster prediction and a 1.3× faster training step (docs/model.md).
 
         Terms: since a head's weights sum to 1 over the real tokens, `Σ_j a_c,h,j s_c,h,j = Σ_j a_c,h,j (s_c,h,j −
         r_c,h) + r_c,h` for any `r_c,h`. The terms are `Σ_h a_c,h,j (s_c,h,j − r_c,h)`, each token's value measured
