@@ -5,6 +5,7 @@
     python bench/train_quality.py --throughput               # also training samples/s, label attention vs mean
     python bench/train_quality.py --data --throughput        # the throughput alone
     python bench/train_quality.py --data --throughput --throughput-data icd10-cm     # ... at 1,918 classes
+    python bench/train_quality.py --data --throughput --throughput-data icd10-cm --shuffled-batches  # random rows
 
 For each data set (its fixed split, `labelattn.data.reading.load_data`): TF-IDF (1-grams and 1-2-grams, sublinear tf) +
 LinearSVC fitted on the training split; then the embedding backbone trained by `labelattn train` itself (a
@@ -54,6 +55,7 @@ VARIANTS = {
     "classifier-dropout": ["--classifier-dropout", "0.1"],  # the class vectors formed and dropped out
     "random": ["--embeddings", "random", "--hidden-size", "128"],
     "model2vec": ["--embeddings", "model2vec", "--hidden-size", "256"],
+    "shuffled": ["--no-group-by-length"],  # batches of random rows (the default before batches of like length)
     # How a class vector becomes its logit (docs/model.md): the scorer choices, with the rest of the defaults.
     "shared": ["--scorer", "shared"],
     "class-bias": ["--scorer", "class_bias"],
@@ -136,16 +138,28 @@ def make_stepper(data, options: list[str], batches: list[dict]):
     return step
 
 
-def throughput(data, steps: int = 40, rounds: int = 5) -> dict[str, list[float]]:
+def throughput(data, steps: int = 40, rounds: int = 5, grouped: bool = True) -> dict[str, list[float]]:
     """Training samples per second of the default model and its variants in THROUGHPUT_SYSTEMS, interleaved A, B,
-    C, A, B, C in one process so that all see the same load on a shared machine."""
+    C, A, B, C in one process so that all see the same load on a shared machine. The batches are 40 of 32 training
+    texts: the first batches of the first epoch, as `labelattn train` groups them by length, or without `grouped`
+    the first rows (`--no-group-by-length`)."""
+    from labelattn.training.length_groups import EpochLengthGroupedSampler
+
     tokenizer = build.load_tokenizer("embedding")
     texts, labels = list(data.splits["train"]["text"]), list(data.splits["train"]["label"])
+    order = list(range(32 * 40))
+    if grouped:
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=64)["input_ids"]]
+        order = list(EpochLengthGroupedSampler(lengths, 32, seed=0))[: 32 * 40]
     batches = []
     for start in range(0, 32 * 40, 32):
-        batch = tokenizer(texts[start : start + 32], padding=True, truncation=True, max_length=64, return_tensors="pt")
+        rows = order[start : start + 32]
+        batch = tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=64, return_tensors="pt")
         batch.pop("token_type_ids")
-        batches.append({**batch, "labels": torch.tensor(labels[start : start + 32])})
+        batches.append({**batch, "labels": torch.tensor([labels[i] for i in rows])})
+    real = sum(b["attention_mask"].sum().item() for b in batches) / (32 * 40)
+    padded = sum(b["attention_mask"].numel() for b in batches) / (32 * 40)
+    print(f"throughput batches: {real:.1f} tokens a text, padded to {padded:.1f}")
     steppers = {name: make_stepper(data, options, batches) for name, options in THROUGHPUT_SYSTEMS.items()}
     for step in steppers.values():  # warm-up: first-call allocations and kernel selection
         step()
@@ -167,6 +181,11 @@ def main() -> None:
     parser.add_argument("--throughput", action="store_true", help="Also measure training samples/s.")
     parser.add_argument(
         "--throughput-data", default="trec", help="Built-in data set whose rows and classes are timed (default: trec)."
+    )
+    parser.add_argument(
+        "--group-by-length",
+        action="store_true",
+        help="Time batches of like length (`labelattn train --group-by-length`).",
     )
     cli = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
@@ -219,7 +238,10 @@ def main() -> None:
 
     if cli.throughput:
         data = load_data(cli.throughput_data)
-        rates = {name: statistics.median(values) for name, values in throughput(data).items()}
+        rates = {
+            name: statistics.median(values)
+            for name, values in throughput(data, grouped=not cli.shuffled_batches).items()
+        }
         print(f"\n{cli.throughput_data}: {len(data.label_names)} classes, batches of 32 training rows, <= 64 tokens")
         print("\n| model (`labelattn train` options) | samples/s | against mean pooling |\n|---|---|---|")
         for name, rate in rates.items():

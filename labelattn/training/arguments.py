@@ -199,6 +199,13 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
     )
     group.add_argument("--batch-size", type=int, default=32, help="Texts per batch and process (default: 32).")
     group.add_argument(
+        "--group-by-length",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Batch texts of like length together, in a random order of such batches: less padding, so faster steps "
+        "where lengths vary (default: on; --no-group-by-length batches random rows).",
+    )
+    group.add_argument(
         "--learning-rate", type=float, help="Peak learning rate of AdamW (default: 5e-3 embedding, 5e-5 encoder)."
     )
     group.add_argument(

@@ -72,7 +72,8 @@ def build_model(
 
 def tokenized_loaders(data, tokenizer, settings: "TrainSettings", max_length: int, seed: int):
     """DataLoaders over the tokenized splits; the training one shuffles with its own generator, so that building
-    it (or resuming) never draws from the global random state that dropout uses."""
+    it (or resuming) never draws from the global random state that dropout uses, and with `group_by_length` puts
+    texts of like length together (`length_groups`)."""
     import torch
     from torch.utils.data import DataLoader
     from transformers import DataCollatorWithPadding
@@ -91,11 +92,19 @@ def tokenized_loaders(data, tokenizer, settings: "TrainSettings", max_length: in
     collate = DataCollatorWithPadding(tokenizer)
     loaders = {}
     for split in tokenized:
-        shuffle = split == "train"
-        generator = torch.Generator().manual_seed(seed) if shuffle else None
-        loaders[split] = DataLoader(
-            tokenized[split], batch_size=settings.batch_size, shuffle=shuffle, collate_fn=collate, generator=generator
-        )
+        if split == "train" and settings.group_by_length:
+            from labelattn.training.length_groups import EpochLengthGroupedSampler
+
+            lengths = [len(ids) for ids in tokenized[split]["input_ids"]]
+            # The loader's own generator too: without one, each epoch's iterator draws its base seed from the global
+            # random state, which dropout uses, and a resumed run would draw it at another point of that stream.
+            order = {"sampler": EpochLengthGroupedSampler(lengths, settings.batch_size, seed)}
+            order["generator"] = torch.Generator().manual_seed(seed)
+        elif split == "train":
+            order = {"shuffle": True, "generator": torch.Generator().manual_seed(seed)}
+        else:
+            order = {}
+        loaders[split] = DataLoader(tokenized[split], batch_size=settings.batch_size, collate_fn=collate, **order)
     return loaders
 
 

@@ -25,7 +25,7 @@ AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoi
 AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # attention_key_size: None or >= 1
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
-SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None}
+SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -70,6 +70,7 @@ class TrainSettings:
     # optimisation
     epochs: int  # passes over the training data
     batch_size: int  # texts per batch and process
+    group_by_length: bool  # batches of texts of like length (`length_groups`)
     learning_rate: float  # AdamW's peak learning rate (of the encoder, for an encoder backbone)
     head_learning_rate: float  # the head's learning rate
     weight_decay: float  # AdamW's weight decay, 0 or above
