@@ -5,7 +5,7 @@
     python bench/train_quality.py --throughput               # also training samples/s, label attention vs mean
     python bench/train_quality.py --data --throughput        # the throughput alone
     python bench/train_quality.py --data --throughput --throughput-data icd10-cm     # ... at 1,918 classes
-    python bench/train_quality.py --data --throughput --throughput-data icd10-cm --shuffled-batches  # random rows
+    python bench/train_quality.py --data --throughput --throughput-data icd10-cm --group-by-length  # like lengths
 
 For each data set (its fixed split, `labelattn.data.reading.load_data`): TF-IDF (1-grams and 1-2-grams, sublinear tf) +
 LinearSVC fitted on the training split; then the embedding backbone trained by `labelattn train` itself (a
@@ -55,7 +55,7 @@ VARIANTS = {
     "classifier-dropout": ["--classifier-dropout", "0.1"],  # the class vectors formed and dropped out
     "random": ["--embeddings", "random", "--hidden-size", "128"],
     "model2vec": ["--embeddings", "model2vec", "--hidden-size", "256"],
-    "shuffled": ["--no-group-by-length"],  # batches of random rows (the default before batches of like length)
+    "grouped": ["--group-by-length"],  # batches of texts of like length (less padding)
     # How a class vector becomes its logit (docs/model.md): the scorer choices, with the rest of the defaults.
     "shared": ["--scorer", "shared"],
     "class-bias": ["--scorer", "class_bias"],
@@ -138,11 +138,11 @@ def make_stepper(data, options: list[str], batches: list[dict]):
     return step
 
 
-def throughput(data, steps: int = 40, rounds: int = 5, grouped: bool = True) -> dict[str, list[float]]:
+def throughput(data, steps: int = 40, rounds: int = 5, grouped: bool = False) -> dict[str, list[float]]:
     """Training samples per second of the default model and its variants in THROUGHPUT_SYSTEMS, interleaved A, B,
     C, A, B, C in one process so that all see the same load on a shared machine. The batches are 40 of 32 training
-    texts: the first batches of the first epoch, as `labelattn train` groups them by length, or without `grouped`
-    the first rows (`--no-group-by-length`)."""
+    texts: the first rows, or with `grouped` the first batches of `labelattn train --group-by-length`'s first
+    epoch."""
     from labelattn.training.length_groups import EpochLengthGroupedSampler
 
     tokenizer = build.load_tokenizer("embedding")
@@ -239,8 +239,7 @@ def main() -> None:
     if cli.throughput:
         data = load_data(cli.throughput_data)
         rates = {
-            name: statistics.median(values)
-            for name, values in throughput(data, grouped=not cli.shuffled_batches).items()
+            name: statistics.median(values) for name, values in throughput(data, grouped=cli.group_by_length).items()
         }
         print(f"\n{cli.throughput_data}: {len(data.label_names)} classes, batches of 32 training rows, <= 64 tokens")
         print("\n| model (`labelattn train` options) | samples/s | against mean pooling |\n|---|---|---|")

@@ -1,6 +1,6 @@
-"""`labelattn train`'s batches of texts of like length (the default; `--no-group-by-length` batches random rows):
-every row once an epoch, the order drawn from the seed and the epoch alone (so that a resumed run replays it), built
-as `labelattn train` builds its loaders."""
+"""`labelattn train --group-by-length`: batches of texts of like length, every row once an epoch, the order drawn
+from the seed and the epoch alone (so that a resumed run replays it), built as `labelattn train` builds its loaders.
+The end-to-end resume with it is `tests/test_train.py`'s."""
 
 import argparse
 import itertools
@@ -54,8 +54,8 @@ def padded_tokens(batches: list) -> int:
 
 
 def test_grouped_batches_pad_less_and_hold_every_row_once(varied_csv):
-    _, shuffled = loader(varied_csv, "--no-group-by-length")
-    _, grouped = loader(varied_csv)
+    _, shuffled = loader(varied_csv)
+    _, grouped = loader(varied_csv, "--group-by-length")
     shuffled.set_epoch(0)
     grouped.set_epoch(0)
     plain, like = list(shuffled), list(grouped)
@@ -71,13 +71,13 @@ def test_grouped_batches_pad_less_and_hold_every_row_once(varied_csv):
 
 
 def test_grouped_order_depends_on_the_seed_and_epoch_alone(varied_csv):
-    accelerator, first = loader(varied_csv)
-    _, again = loader(varied_csv)
-    _, other_seed = loader(varied_csv, "--seed", "1")
+    accelerator, first = loader(varied_csv, "--group-by-length")
+    _, again = loader(varied_csv, "--group-by-length")
+    _, other_seed = loader(varied_csv, "--group-by-length", "--seed", "1")
     epochs = [epoch(first, n) for n in (0, 1)]
     assert epochs[0] != epochs[1]  # a new order each epoch
     assert epoch(again, 1) == epochs[1]  # a fresh loader (a resumed run) draws the same epoch
     assert epoch(other_seed, 0) != epochs[0]
     # Resuming after 5 batches of epoch 1 gives the rest of that epoch's batches.
-    _, resumed = loader(varied_csv)
+    _, resumed = loader(varied_csv, "--group-by-length")
     assert epoch(resumed, 1, skip=5, accelerator=accelerator) == epochs[1][5:]
