@@ -29,7 +29,8 @@ def loader(path, *options: str):
 
 
 def epoch(prepared, number: int, skip: int = 0, accelerator=None) -> list[list[int]]:
-    """Each batch's token counts per row (its attention mask's sums) in epoch `number`, after `skip` batches."""
+    """Each batch's token counts per row (its attention mask's sums) and labels in epoch `number`, after `skip`
+    batches."""
     prepared.set_epoch(number)
     batches = accelerator.skip_first_batches(prepared, skip) if skip else prepared
     return [batch["attention_mask"].sum(1).tolist() + batch["labels"].tolist() for batch in batches]

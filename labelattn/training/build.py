@@ -92,18 +92,18 @@ def tokenized_loaders(data, tokenizer, settings: "TrainSettings", max_length: in
     collate = DataCollatorWithPadding(tokenizer)
     loaders = {}
     for split in tokenized:
-        if split == "train" and settings.group_by_length:
-            from labelattn.training.length_groups import EpochLengthGroupedSampler
-
-            lengths = [len(ids) for ids in tokenized[split]["input_ids"]]
-            # The loader's own generator too: without one, each epoch's iterator draws its base seed from the global
-            # random state, which dropout uses, and a resumed run would draw it at another point of that stream.
-            order = {"sampler": EpochLengthGroupedSampler(lengths, settings.batch_size, seed)}
+        order = {}
+        if split == "train":
+            # Also with a sampler of its own: without a generator, each epoch's iterator draws its base seed from the
+            # global random state, which dropout uses, and a resumed run would draw it at another point of that stream.
             order["generator"] = torch.Generator().manual_seed(seed)
-        elif split == "train":
-            order = {"shuffle": True, "generator": torch.Generator().manual_seed(seed)}
-        else:
-            order = {}
+            if settings.group_by_length:
+                from labelattn.training.length_groups import EpochLengthGroupedSampler
+
+                lengths = [len(ids) for ids in tokenized[split]["input_ids"]]
+                order["sampler"] = EpochLengthGroupedSampler(lengths, settings.batch_size, seed)
+            else:
+                order["shuffle"] = True
         loaders[split] = DataLoader(tokenized[split], batch_size=settings.batch_size, collate_fn=collate, **order)
     return loaders
 

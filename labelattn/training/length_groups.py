@@ -3,11 +3,12 @@
 Padding is work: a random batch of 32 ICD-10-CM titles is padded to 1.9× its real tokens, and label attention's
 cost grows with every padded token of every class. transformers' `get_length_grouped_indices` shuffles the rows,
 cuts them into mega-batches and sorts each by length, so that a batch holds texts of like length. Two changes,
-each measured on TREC and TREC fine (test accuracy, 3 seeds; shuffled batches: 0.891 and 0.834):
+each measured on TREC and TREC fine (test accuracy, 3 seeds, docs/default-model.md; random batches: 0.891 and
+0.834; this sampler: 0.879 and 0.829, which is why `labelattn train` uses it only with `--group-by-length`):
 
 - Mega-batches of 8 batches, not transformers' 50: a batch's rows are then a length band of 256 random rows, not of
-  1,600, which keeps batches about as varied as random ones (8: 0.887 and 0.841; 4: 0.879 and 0.846; 50: 0.877 and
-  0.836) and still cuts the padding to 1.14× (50: 1.03×; ICD-10-CM's training titles).
+  1,600, closer to random batches (with a first version of this module, 8: 0.887 and 0.841; 4: 0.879 and 0.846;
+  50: 0.877 and 0.836), and the padding still cut to 1.14× (50: 1.03×; ICD-10-CM's training titles).
 - The full batches shuffled as well (the short last one stays last, so that every batch is still one group), so
   that an epoch does not sweep from long texts to short ones in every mega-batch.
 
