@@ -13,9 +13,9 @@ from transformers.configuration_utils import SubConfigSpec
 BACKBONES = ("embedding", "encoder")
 POOLINGS = ("label_attention", "mean")
 SCORERS = ("shared", "class_bias", "per_class", "normed")
-# What a saved config without the key meant: the only scorer of the versions before the choice existed, and no
-# offset for the classes without training rows.
-SAVED_BEFORE_KEYS = {"scorer": "shared", "untrained_class_offset": 0.0}
+# What a saved config without the key meant: the only scorer of the versions before the choice existed, no offset
+# for the classes without training rows, and the query and output projections.
+SAVED_BEFORE_KEYS = {"scorer": "shared", "untrained_class_offset": 0.0, "label_projections": True}
 
 
 class LabelAttnConfigError(ValueError):
@@ -98,7 +98,15 @@ class LabelAttnConfig(PretrainedConfig):
             `e_c` of `scorer_rank` numbers per class; each token then carries `scorer_rank` numbers per head, not
             `d`, at thousands of classes the difference between a per-class scorer's cost and the shared one's.
             None: a free `w_c` of `d` numbers. At most `hidden_size`.
-        embedding_dropout (`float`, *optional*, defaults to 0.1):
+        label_projections (`bool`, *optional*, defaults to `True`):
+            Whether label attention projects each class's label embedding into its query through a map `W_Q` shared
+            by the classes, and the heads' concatenated contexts into the class vector through `W_O`, as
+            transformers' attention does. False (LAAT's head): each class's query is its own parameter (`num_heads ×
+            attention_key_size` numbers) and its class vector is the heads' contexts themselves. With square maps
+            both give the same functions but for `"normed"`'s, and False spares the products of every class with the
+            maps (`W_Q e_c`, and `w_c W_O` for a scorer per class) that the head computes at every step: the cost of
+            a second attention at thousands of classes. A saved config without this key loads as True.
+
             Dropout on the token vectors before pooling.
         attention_dropout (`float`, *optional*, defaults to 0.0):
             Dropout on the label-attention weights.
@@ -169,6 +177,7 @@ class LabelAttnConfig(PretrainedConfig):
     attention_key_size: int | None = None
     scorer: str = "per_class"
     scorer_rank: int | None = None
+    label_projections: bool = True
     embedding_dropout: float = 0.1
     attention_dropout: float = 0.0
     classifier_dropout: float = 0.1
@@ -222,6 +231,11 @@ class LabelAttnConfig(PretrainedConfig):
                 f"attention_key_size={self.attention_key_size} is above hidden_size={self.hidden_size}, the bound: a "
                 "key wider than the vectors it is computed from adds cost and size but nothing they can tell apart. "
                 f"Use a value <= {self.hidden_size} (e.g. 32), or leave it unset for hidden_size / num_attention_heads."
+            )
+        if not isinstance(self.label_projections, bool):
+            raise LabelAttnConfigError(
+                f"label_projections must be True (queries and class vectors through W_Q and W_O) or False (each "
+                f"class's query its own parameter), got {self.label_projections!r}."
             )
         if self.scorer not in SCORERS:
             raise LabelAttnConfigError(f"Unknown scorer {self.scorer!r}: choose one of {SCORERS}.")

@@ -60,7 +60,8 @@ class LabelAttnModelOutput(ModelOutput):
             score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from what
             the average class reads, `r_h = Σ_t mean_c A[c, h, t] s_t,h` (see `LabelAttention._contributions` for
             why), where `u_h` is head
-            h's slice of `W_Oᵀ w` (the readout folded into the output map) and `v_t` the vector the values read at
+            h's slice of `W_Oᵀ w` (the readout folded into the output map; of `w` without the label projections) and
+            `v_t` the vector the values read at
             position t: on the embedding backbone the
             token's own embedding (the token context steers only the weights), on the encoder backbone the final
             layer's output at t, which has already mixed in the text (the terms are per final-layer position).
@@ -138,12 +139,12 @@ class LabelDescriptions(nn.Module):
     trained on better than a new one, and without it such a class is almost never ranked first.
     """
 
-    def __init__(self, config: LabelAttnConfig):
+    def __init__(self, config: LabelAttnConfig, embedding_size: int):
         super().__init__()
         size, scorer = config.label_description_size, config.scorer
         self.vectors = nn.Buffer(torch.zeros(config.num_labels, size))
         self.has_rows = nn.Buffer(torch.ones(config.num_labels, dtype=torch.bool))
-        self.map = nn.Linear(size, config.hidden_size)
+        self.map = nn.Linear(size, embedding_size)
         self.code_map = nn.Linear(size, config.scorer_rank or config.hidden_size) if scorer == "per_class" else None
         self.bias_map = nn.Linear(size, 1) if scorer in ("per_class", "class_bias") else None
         self.residual_dropout = config.label_residual_dropout
@@ -165,7 +166,7 @@ class LabelDescriptions(nn.Module):
         return (~self.has_rows).to(dtype) * offset
 
     def forward(self, residuals: torch.Tensor) -> torch.Tensor:
-        """`residuals (labels, hidden)` -> label embeddings `(labels, hidden)`."""
+        """`residuals (labels, n)` -> label embeddings `(labels, n)` (`n`: `LabelAttention.label_embeddings`' width)."""
         return self.described(self.map, residuals)
 
 
@@ -237,7 +238,9 @@ class LabelAttention(nn.Module):
     `Q = L W_Q` (label embeddings `L (num_labels, d)`), `K = X W_K`, `V = X W_V`, value heads of size
     `d_h = d / n_h` and query/key heads of size `d_k` (`config.attention_key_size`, `d_h` by default),
     `softmax(Q K^T / sqrt(d_k))` with padding masked to -inf, heads concatenated and projected by `W_O`: one vector
-    `z_c` per class, which a `LabelScorer` (`readout`) turns into a logit.
+    `z_c` per class, which a `LabelScorer` (`readout`) turns into a logit. Without `config.label_projections`, there
+    is no `W_Q` and no `W_O` (LAAT's head): each class's query is its own parameter, `Q = L (num_labels, n_h d_k)`,
+    and its vector is the heads' contexts concatenated.
 
     Three routes to the same numbers (up to float rounding), chosen in `forward` by what is asked:
     - the reference (`_weights`): the weights formed as a tensor (returned with `output_attentions`, dropped out in
@@ -258,23 +261,34 @@ class LabelAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads  # of the values
         self.key_size = config.attention_key_size or self.head_size  # of the queries and keys
-        # Each class's free embedding, or with descriptions its residual beside the shared map (`label_queries`).
-        self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, config.hidden_size))
-        self.descriptions = LabelDescriptions(config) if config.label_description_size else None
-        self.query = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
-        self.key = nn.Linear(config.hidden_size, self.num_heads * self.key_size)
+        query_size = self.num_heads * self.key_size
+        # Each class's free embedding (its query itself without the projections), or with descriptions its residual
+        # beside the shared map (`label_queries`).
+        embedding_size = config.hidden_size if config.label_projections else query_size
+        self.label_embeddings = nn.Parameter(torch.empty(config.num_labels, embedding_size))
+        self.descriptions = LabelDescriptions(config, embedding_size) if config.label_description_size else None
+        # The two maps shared by the classes, or None (`config.label_projections`).
+        self.query = nn.Linear(config.hidden_size, query_size) if config.label_projections else None
+        self.key = nn.Linear(config.hidden_size, query_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.output = nn.Linear(config.hidden_size, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, config.hidden_size) if config.label_projections else None
         # Its output is the weight tensor that multiplies the values: a forward hook here sees and can change it.
         self.attention_dropout = nn.Dropout(config.attention_dropout)
 
     def label_queries(self) -> torch.Tensor:
-        """Every class's query `(labels, heads × d_k)`: `W_Q e_c + b_Q`, with `e_c` the class's free embedding, or,
-        where the config has descriptions, the embedding its description gives (`LabelDescriptions`)."""
+        """Every class's query `(labels, heads × d_k)`: `W_Q e_c + b_Q` (`e_c` itself without the projections), with
+        `e_c` the class's free embedding, or, where the config has descriptions, the embedding its description gives
+        (`LabelDescriptions`)."""
         embeddings = self.label_embeddings
         if self.descriptions is not None:
             embeddings = self.descriptions(embeddings)
-        return self.query(embeddings)
+        return embeddings if self.query is None else self.query(embeddings)
+
+    def _class_vectors(self, contexts: torch.Tensor) -> torch.Tensor:
+        """The heads' contexts `(batch, heads, labels, d_h)` -> class vectors `(batch, labels, hidden)`: concatenated,
+        and projected by `W_O` where the config has the projections."""
+        vectors = contexts.transpose(1, 2).flatten(-2)
+        return vectors if self.output is None else self.output(vectors)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """`(..., n, heads × size)` -> `(..., heads, n, size)` (queries and keys, or values)."""
@@ -325,10 +339,10 @@ class LabelAttention(nn.Module):
             )
         elif forms_weights:
             values = self._split_heads(self.value(tokens[1]))  # (batch, heads, seq, d_h)
-            vectors = self.output((weights @ values).transpose(1, 2).flatten(-2))  # (batch, labels, hidden)
+            vectors = self._class_vectors(weights @ values)  # (batch, labels, hidden)
         else:
             values = self._split_heads(self.value(tokens[1]))
-            vectors = self.output(self._fused(hidden_states, values, queries, visible).transpose(1, 2).flatten(-2))
+            vectors = self._class_vectors(self._fused(hidden_states, values, queries, visible))
         # No test on the host (`if is_empty.any()`): the forward pass stays free of data-dependent branches, so that
         # torch.export traces it; the fill costs one pass over the output.
         if vectors is not None:
@@ -354,20 +368,25 @@ class LabelAttention(nn.Module):
         Exact: `e_c·P (W_O c + b_O) = Σ_h e_c·(M_h c_h) + e_c·P b_O` with `M = P W_O` cut into one `(r, d_h)` slice per
         head, and `M_h Σ_j a_j V_h,j = Σ_j a_j (M_h V_h,j)`. When `r ≤ d_h` each token gets `M_h V_h,j`, `r` numbers
         per head (`M_h W_V,h` folded into one map); otherwise (a full-rank scorer per class) the values stay `V_h,j`
-        and the codes become `(e_c M)_h`.
+        and the codes become `(e_c M)_h`. Without the projections `W_O` is the identity with no bias: `M = P`, or
+        nothing to fold at all for a full scorer per class, whose codes are then cut per head as they are.
         """
         codes, basis = readout.class_weights(self.descriptions), readout.readout_map()  # (labels or 1, r), (r, d)|None
-        out_map = self.output.weight if basis is None else basis @ self.output.weight  # M: (r, hidden)
-        offset = codes @ (self.output.bias if basis is None else basis @ self.output.bias)  # e_c·P b_O
-        heads, head_size, rank = self.num_heads, self.head_size, out_map.shape[0]
-        head_maps = out_map.view(rank, heads, head_size)  # M_h
-        if rank <= head_size:
+        out_map, out_bias = basis, None  # M: (r, hidden) or None for the identity; P b_O
+        if self.output is not None:
+            out_map = self.output.weight if basis is None else basis @ self.output.weight
+            out_bias = self.output.bias if basis is None else basis @ self.output.bias
+        offset = codes.new_zeros(codes.shape[0]) if out_bias is None else codes @ out_bias  # e_c·P b_O
+        heads, head_size = self.num_heads, self.head_size
+        if out_map is not None and out_map.shape[0] <= head_size:
+            head_maps = out_map.view(-1, heads, head_size)  # M_h
             value_maps = torch.einsum("rhk,hkd->hrd", head_maps, self.value.weight.view(heads, head_size, -1))
             value_biases = torch.einsum("rhk,hk->hr", head_maps, self.value.bias.view(heads, head_size))
             values = nn.functional.linear(value_states, value_maps.flatten(0, 1), value_biases.flatten())
             return self._split_heads(values), codes[:, None, :].expand(-1, heads, -1), offset
         values = self._split_heads(self.value(value_states))  # (batch, heads, seq, d_h)
-        return values, (codes @ out_map).view(-1, heads, head_size), offset
+        head_codes = codes if out_map is None else codes @ out_map
+        return values, head_codes.view(-1, heads, head_size), offset
 
     def _fused(
         self, hidden_states: torch.Tensor, values: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor

@@ -43,6 +43,7 @@ THROUGHPUT_SYSTEMS = {
     "label attention, classifier dropout 0.1": ["--classifier-dropout", "0.1"],
     "label attention, keys of 16 per head": ["--attention-key-size", "16"],
     "label attention, keys of 8 per head": ["--attention-key-size", "8"],
+    "label attention, no label projections": ["--no-label-projections"],
     "mean pooling": ["--pooling", "mean"],
 }
 # Variants of the embedding backbone: `labelattn train` options added to the defaults.
@@ -56,6 +57,7 @@ VARIANTS = {
     "random": ["--embeddings", "random", "--hidden-size", "128"],
     "model2vec": ["--embeddings", "model2vec", "--hidden-size", "256"],
     "grouped": ["--group-by-length"],  # batches of texts of like length (less padding)
+    "free": ["--no-label-projections"],  # each class's own query, no output map (LAAT's head)
     # How a class vector becomes its logit (docs/model.md): the scorer choices, with the rest of the defaults.
     "shared": ["--scorer", "shared"],
     "class-bias": ["--scorer", "class_bias"],

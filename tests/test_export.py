@@ -110,6 +110,8 @@ def head_choices() -> list[dict]:
     choices = [{"scorer": scorer} for scorer in scorers]
     if "per_class" in scorers:
         choices.append({"scorer": "per_class", "scorer_rank": 4})
+    if "label_projections" in configuration_labelattn.LabelAttnConfig.__dataclass_fields__:
+        choices.append({"scorer": "per_class", "label_projections": False})
     return choices
 
 

@@ -16,6 +16,8 @@ from modeling_labelattn import LabelAttnForSequenceClassification, LabelAttnInpu
 TEXTS = ["the screen cracked", "fast delivery but the screen cracked after two days of use", ""]
 V1_CHECKPOINTS = Path(__file__).parent / "data" / "labelattn-v1"
 SCORERS = [("shared", None), ("class_bias", None), ("per_class", None), ("per_class", 3), ("normed", None)]
+HEADS = [{"scorer": scorer, "scorer_rank": rank} for scorer, rank in SCORERS]
+HEADS += [{"scorer": "per_class", "label_projections": False}, {"scorer": "normed", "label_projections": False}]
 
 
 def padded_batch(tokenizer) -> dict[str, torch.Tensor]:
@@ -31,6 +33,7 @@ def padded_batch(tokenizer) -> dict[str, torch.Tensor]:
         (dict(scorer="shared", scorer_rank=4), "scorer_rank=4 sets the rank of a per-class scorer.*scorer='per_class'"),
         (dict(scorer="per_class", scorer_rank=0), r"scorer_rank must be an integer in \[1, hidden_size=128\]"),
         (dict(scorer="per_class", scorer_rank=129), r"scorer_rank must be an integer in \[1, hidden_size=128\]"),
+        (dict(label_projections="no"), r"label_projections must be True .* or False .*, got 'no'"),
     ],
 )
 def test_bad_scorers_are_refused(kwargs, message):
@@ -38,17 +41,18 @@ def test_bad_scorers_are_refused(kwargs, message):
         LabelAttnConfig(num_labels=3, **kwargs)
 
 
-@pytest.mark.parametrize(("scorer", "rank"), SCORERS)
+@pytest.mark.parametrize("head", HEADS, ids=lambda head: "-".join(map(str, head.values())))
 @pytest.mark.parametrize("backbone", ["context", "encoder"])
 @torch.no_grad()
-def test_every_scorer_gives_the_same_logits_after_save_and_reload(backbone, scorer, rank, tokenizer, tmp_path):
-    model = make_model(backbone, num_labels=5, scorer=scorer, scorer_rank=rank)
+def test_every_scorer_gives_the_same_logits_after_save_and_reload(backbone, head, tokenizer, tmp_path):
+    model = make_model(backbone, num_labels=5, **head)
     batch = padded_batch(tokenizer)
     before = model(**batch).logits
     model.save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["scorer"] == scorer
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert {key: saved[key] for key in head} == head
     reloaded = LabelAttnForSequenceClassification.from_pretrained(tmp_path).eval()
-    assert (reloaded.config.scorer, reloaded.config.scorer_rank) == (scorer, rank)
+    assert {key: getattr(reloaded.config, key) for key in head} == head
     assert before[:-1].std() > 0.1
     torch.testing.assert_close(reloaded(**batch).logits, before, rtol=1e-5, atol=1e-5 * float(before.abs().max()))
 
@@ -61,7 +65,7 @@ def test_a_config_saved_before_the_choice_loads_as_the_shared_scorer(backbone):
     assert "scorer" not in saved
     assert LabelAttnConfig.__dataclass_fields__["scorer"].default in ("shared", "per_class")  # the default may move
     config = LabelAttnConfig.from_pretrained(V1_CHECKPOINTS / backbone)
-    assert (config.scorer, config.scorer_rank) == ("shared", None)
+    assert (config.scorer, config.scorer_rank, config.label_projections) == ("shared", None, True)
     assert LabelAttnConfig.from_dict(saved, scorer="per_class").scorer == "per_class"  # an explicit choice wins
     model = LabelAttnForSequenceClassification.from_pretrained(V1_CHECKPOINTS / backbone).eval()
     expected = json.loads((V1_CHECKPOINTS / backbone / "expected.json").read_text())
@@ -85,10 +89,8 @@ def test_a_per_class_bias_is_each_classs_prior(tokenizer):
     torch.testing.assert_close(logits[-1], model.classifier.bias + torch.tensor([0.0, 1.0, -2.0, 3.0]))
 
 
-@pytest.mark.parametrize(
-    ("options", "scorer", "rank"), [([], None, None), (["--scorer", "per_class", "--scorer-rank", "8"], "per_class", 8)]
-)
-def test_labelattn_train_builds_the_scorer_it_is_given(options, scorer, rank):
+def model_of_train_options(options: list[str]) -> tuple[LabelAttnForSequenceClassification, object]:
+    """The model `labelattn train --data trec <options>` builds for three classes, and the run's settings."""
     import argparse
 
     from labelattn.training import arguments, build, settings
@@ -96,10 +98,32 @@ def test_labelattn_train_builds_the_scorer_it_is_given(options, scorer, rank):
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
     train_settings = settings.TrainSettings.from_args(parser.parse_args(["--data", "trec", *options]))
-    model = build.build_model(train_settings, ["a", "b", "c"], False, 30522)
+    return build.build_model(train_settings, ["a", "b", "c"], False, 30522), train_settings
+
+
+@pytest.mark.parametrize(
+    ("options", "scorer", "rank"), [([], None, None), (["--scorer", "per_class", "--scorer-rank", "8"], "per_class", 8)]
+)
+def test_labelattn_train_builds_the_scorer_it_is_given(options, scorer, rank):
+    model, train_settings = model_of_train_options(options)
     default = LabelAttnConfig.__dataclass_fields__["scorer"].default
     assert model.config.scorer == (scorer or default) == train_settings.scorer
     assert model.config.scorer_rank == rank
+
+
+@pytest.mark.parametrize(
+    ("options", "projections"),
+    [
+        ([], LabelAttnConfig.__dataclass_fields__["label_projections"].default),
+        (["--no-label-projections"], False),
+        (["--label-projections"], True),
+    ],
+)
+def test_labelattn_train_builds_the_label_projections_it_is_given(options, projections):
+    model, train_settings = model_of_train_options(options)
+    assert model.config.label_projections == projections == train_settings.label_projections
+    head = model.labelattn.label_attention
+    assert (head.query is not None, head.output is not None) == (projections, projections)
 
 
 def test_labelattn_train_refuses_a_rank_without_a_per_class_scorer():

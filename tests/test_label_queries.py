@@ -36,8 +36,10 @@ def test_each_class_stores_its_description_vector_and_whether_it_has_rows(tokeni
     assert torch.allclose(stored.vectors[1], backbone_vectors[0, 1:-1].mean(0), atol=1e-6)  # without [CLS], [SEP]
 
 
-def test_a_class_without_rows_gets_its_query_from_its_description_alone(tokenizer):
-    model = described_model(tokenizer)
+@pytest.mark.parametrize("projections", [True, False])
+def test_a_class_without_rows_gets_its_query_from_its_description_alone(tokenizer, projections):
+    """Through `W_Q` from the map's label embedding, or, without the projections, the map's output as the query."""
+    model = described_model(tokenizer, label_projections=projections)
     head = model.labelattn.label_attention
     queries = head.label_queries().detach()
     with torch.no_grad():
@@ -46,7 +48,9 @@ def test_a_class_without_rows_gets_its_query_from_its_description_alone(tokenize
     assert torch.equal(changed[1], queries[1])  # the class without rows: residual 0, whatever it holds
     assert not torch.allclose(changed[[0, 2]], queries[[0, 2]])
     with torch.no_grad():
-        expected = head.query(head.descriptions.map(head.descriptions.vectors[1] / head.descriptions.vectors[1].norm()))
+        expected = head.descriptions.map(head.descriptions.vectors[1] / head.descriptions.vectors[1].norm())
+        expected = expected if head.query is None else head.query(expected)
+    assert changed.shape == (3, model.config.hidden_size)  # 4 heads of 8: the query is as wide either way
     assert torch.allclose(changed[1], expected, atol=1e-6)
     other = described_model(tokenizer)
     describe_classes(other, tokenizer, {**DESCRIPTIONS, "class_1": "rivers and lakes"}, {"class_0", "class_2"})

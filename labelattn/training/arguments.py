@@ -154,6 +154,15 @@ def add_model_options(group: DeclaredGroup) -> None:
         "shared by the classes, so each token carries this many numbers per head instead of the hidden size "
         "(default: none, a full scorer per class).",
     )
+    group.add_argument(
+        "--label-projections",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Compute each class's query from its label embedding through a map shared by the classes, and its class "
+        "vector through an output map (as transformers' attention); --no-label-projections gives each class its own "
+        "query and scores the heads' contexts directly (LAAT's head), which spares two products of every class "
+        "with those maps per step (default: on).",
+    )
     group.add_argument("--max-length", type=int, default=128, help="Tokens read per text (default: 128).")
     group.add_argument(
         "--classifier-dropout",

@@ -40,6 +40,7 @@ def build_model(
         attention_key_size=settings.attention_key_size,
         scorer=settings.scorer,
         scorer_rank=settings.scorer_rank,
+        label_projections=settings.label_projections,
         initializer_range=settings.initializer_range,
         classifier_dropout=settings.classifier_dropout,
         problem_type="multi_label_classification" if multi_label else "single_label_classification",

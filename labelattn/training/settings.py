@@ -26,6 +26,7 @@ AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # a
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
+SAVED_BEFORE |= {"label_projections": True}
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -62,6 +63,7 @@ class TrainSettings:
     attention_key_size: int | None  # width of a head's queries and keys (None: the values' width)
     scorer: str  # how a class vector becomes its logit (`configuration_labelattn.SCORERS`)
     scorer_rank: int | None  # with scorer "per_class": the rank of each class's scorer (None: full)
+    label_projections: bool  # queries and class vectors through maps shared by the classes (W_Q, W_O)
     max_length: int  # tokens read per text
     classifier_dropout: float  # dropout on the class vectors, a probability
     initializer_range: float  # standard deviation of the new weights
