@@ -541,6 +541,33 @@ def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     assert len(optimized) == sum(p.requires_grad for p in model.parameters())
 
 
+@pytest.mark.parametrize(
+    ("options", "own"),
+    [
+        ([], []),
+        (["--no-label-projections"], ["labelattn.label_attention.label_embeddings", "classifier.weight"]),
+        (["--no-label-projections", "--scorer-rank", "4"], ["labelattn.label_attention.label_embeddings"]),
+        (["--no-label-projections", "--scorer", "shared"], ["labelattn.label_attention.label_embeddings"]),
+    ],
+)
+def test_a_classs_own_parameters_learn_faster_without_the_label_projections(options, own):
+    """Without the shared maps, each class's query (and a full scorer per class) is its own parameter: it learns at
+    `OWN_CLASS_LEARNING_RATE_SCALE` times the head's rate; a shared scorer's `w` and a rank-r scorer's codes (read
+    through the shared basis) keep the head's; every trained parameter is in exactly one group."""
+    options = ["--output-dir", "m", "--hidden-size", "32", "--learning-rate", "2e-3", *options]
+    train_settings = settings.TrainSettings.from_args(train_parser().parse_args(options))
+    model = build.build_model(train_settings, ["a", "b", "c"], multi_label=False, vocab_size=30522)
+    names = {id(p): name for name, p in model.named_parameters()}
+    rates = {
+        names[id(p)]: group["lr"] for group in build.optimizer_groups(model, train_settings) for p in group["params"]
+    }
+    assert len(rates) == sum(len(group["params"]) for group in build.optimizer_groups(model, train_settings))
+    assert set(rates) == {name for name, p in model.named_parameters() if p.requires_grad}
+    faster = {name for name, rate in rates.items() if rate != 2e-3}
+    assert faster == set(own)
+    assert all(rates[name] == 2e-3 * build.OWN_CLASS_LEARNING_RATE_SCALE for name in own)
+
+
 def test_a_second_run_on_the_same_output_dir_is_refused_and_a_killed_ones_lock_is_not_stale(tiny_csv, tmp_path):
     """Issue 29.4: two runs (one of them --resume) wrote one folder together, without a word. The first holds
     `train.lock` (an flock); the second, started while the first trains, is refused at once naming its process."""
