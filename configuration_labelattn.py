@@ -106,7 +106,7 @@ class LabelAttnConfig(PretrainedConfig):
             both give the same functions but for `"normed"`'s, and False spares the products of every class with the
             maps (`W_Q e_c`, and `w_c W_O` for a scorer per class) that the head computes at every step: the cost of
             a second attention at thousands of classes. A saved config without this key loads as True.
-
+        embedding_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the token vectors before pooling.
         attention_dropout (`float`, *optional*, defaults to 0.0):
             Dropout on the label-attention weights.

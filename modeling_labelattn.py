@@ -59,14 +59,12 @@ class LabelAttnModelOutput(ModelOutput):
             When `output_label_contributions=True` (with a `readout`): each position's exact term in each class's
             score, `Σ_h A[c, h, t] (s_t,h − r_h)` with the token value `s_t,h = (u_h W_V,h)·v_t` measured from what
             the average class reads, `r_h = Σ_t mean_c A[c, h, t] s_t,h` (see `LabelAttention._contributions` for
-            why), where `u_h` is head
-            h's slice of `W_Oᵀ w` (the readout folded into the output map; of `w` without the label projections) and
-            `v_t` the vector the values read at
-            position t: on the embedding backbone the
-            token's own embedding (the token context steers only the weights), on the encoder backbone the final
-            layer's output at t, which has already mixed in the text (the terms are per final-layer position).
-            Exactly 0 on padding, and everywhere for a text of only padding. `class_scores` is
-            computed from them in the same call: `class_scores = label_contributions.sum(-1) +
+            why), where `u_h` is head h's slice of `W_Oᵀ w` (the readout folded into the output map; of `w` itself
+            without the label projections) and `v_t` the vector the values read at position t: on the embedding
+            backbone the token's own embedding (the token context steers only the weights), on the encoder
+            backbone the final layer's output at t, which has already mixed in the text (the terms are per
+            final-layer position). Exactly 0 on padding, and everywhere for a text of only padding. `class_scores`
+            is computed from them in the same call: `class_scores = label_contributions.sum(-1) +
             label_contribution_bias`.
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
