@@ -180,10 +180,11 @@ def labelattn_run(data: LabelledData, folder: Path, train_seconds: float | None 
         raise SystemExit(f"{folder} predicts other classes than {data.source.name}'s: train it with --data NAME.")
     to_data = torch.tensor([data.label_names.index(name) for name in names])
     start = time.perf_counter()
-    probabilities = predict(model, tokenizer, data.splits["test"]["text"][:], batch_size=64).probabilities
+    # Batches of 32, `labelattn predict`'s default: at 1,918 classes 1.09x the rate of 64.
+    probabilities = predict(model, tokenizer, data.splits["test"]["text"][:], batch_size=32).probabilities
     top = to_data[probabilities.topk(min(TOP, len(names)), dim=-1).indices].numpy()
     predict_seconds = time.perf_counter() - start
-    validation = predict(model, tokenizer, data.splits["validation"]["text"][:], batch_size=64).probabilities
+    validation = predict(model, tokenizer, data.splits["validation"]["text"][:], batch_size=32).probabilities
     confident = {  # the probabilities after the model's temperature (config.json), which its forward applies
         "test": (probabilities.max(dim=-1).values.double().numpy(), top[:, 0]),
         "validation": (validation.max(dim=-1).values.double().numpy(), to_data[validation.argmax(dim=-1)].numpy()),

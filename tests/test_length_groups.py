@@ -14,8 +14,8 @@ from labelattn.data.reading import load_data
 from labelattn.training import arguments, build, settings
 
 
-def loader(path, *options: str):
-    """The training loader of `labelattn train --data path <options>`, prepared by Accelerate as a run prepares it."""
+def loader(path, *options: str, split: str = "train"):
+    """The `split` loader of `labelattn train --data path <options>`, prepared by Accelerate as a run prepares it."""
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
     train_settings = settings.TrainSettings.from_args(
@@ -25,7 +25,7 @@ def loader(path, *options: str):
     tokenizer = build.load_tokenizer("embedding")
     loaders = build.tokenized_loaders(data, tokenizer, train_settings, 64, train_settings.seed)
     accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=0))
-    return accelerator, accelerator.prepare(loaders["train"])
+    return accelerator, accelerator.prepare(loaders[split])
 
 
 def epoch(prepared, number: int, skip: int = 0, accelerator=None) -> list[list[int]]:
@@ -82,3 +82,16 @@ def test_grouped_order_depends_on_the_seed_and_epoch_alone(varied_csv):
     # Resuming after 5 batches of epoch 1 gives the rest of that epoch's batches.
     _, resumed = loader(varied_csv, "--group-by-length")
     assert epoch(resumed, 1, skip=5, accelerator=accelerator) == epochs[1][5:]
+
+
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_validation_and_test_are_read_shortest_first_every_row_once(varied_csv, split):
+    """Less padding, whose cost the head pays at every class; the scores are the same in any order, so long as no row
+    is lost or read twice."""
+    _, prepared = loader(varied_csv, split=split)
+    batches = list(prepared)
+    lengths = [n for batch in batches for n in batch["attention_mask"].sum(1).tolist()]
+    assert sorted(i for batch in batches for i in batch["id"].tolist()) == sorted(
+        load_data(str(varied_csv)).splits[split]["id"][:]
+    )
+    assert lengths == sorted(lengths) and len(set(lengths)) > 5

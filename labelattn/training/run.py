@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from labelattn.training import checkpoints
 from labelattn.training.arguments import add_arguments
 from labelattn.training.build import load_tokenizer
-from labelattn.training.scores import evaluate_split, format_scores, predict_split, split_scores
+from labelattn.training.scores import format_scores, predict_split, split_scores
 from labelattn.training.settings import (
     SETTINGS_FILE,
     TrainingError,
@@ -139,8 +139,9 @@ def train_epoch(run: Training, bar) -> None:
             save_checkpoint(run)
 
 
-def train_epochs(run: Training) -> None:
-    """Train to the last epoch, with a validation after each."""
+def train_epochs(run: Training):
+    """Train to the last epoch, with a validation after each; the last validation's `predict_split` tensors, which
+    `final_scores` reuses (None when a resumed run had no epoch left to train)."""
     from tqdm.auto import tqdm
 
     settings, progress, accelerator, data = run.settings, run.progress, run.accelerator, run.data
@@ -152,41 +153,42 @@ def train_epochs(run: Training) -> None:
     total = run.steps_per_epoch * settings.epochs
     bar = tqdm(total=total, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
     run.model.train()
+    validation = None
     while progress.epoch < settings.epochs:
         train_epoch(run, bar)
         progress.epoch, progress.batches = progress.epoch + 1, 0
         run.events("evaluate", epoch=progress.epoch)
-        validation = evaluate(run, "validation")
-        accelerator.print(f"epoch {progress.epoch}: validation {format_scores(validation)}")
+        validation = predict(run, "validation")
+        accelerator.print(f"epoch {progress.epoch}: validation {format_scores(scores_of(run, validation))}")
     bar.close()
     if not checkpoints.is_complete(checkpoints.checkpoint_dir(run.output_dir, progress.steps)):
         save_checkpoint(run)  # the final state, unless a checkpoint was saved (or resumed from) at this step
+    return validation
 
 
-def evaluate(run: Training, split: str) -> dict[str, float]:
-    """The scores of `split`, with those of every upper level of the data's class hierarchy."""
-    data, loader = run.data, run.loaders[split]
-    return evaluate_split(
-        run.model, loader, run.accelerator, run.metrics, data.multi_label, data.label_names, data.hierarchy
-    )
+def predict(run: Training, split: str):
+    """`predict_split` of `split`: predicted and true labels and the logits, gathered from every process."""
+    return predict_split(run.model, run.loaders[split], run.accelerator, run.data.multi_label)
 
 
-def final_scores(run: Training) -> tuple[dict[str, dict], "CodingReport"]:
-    """The scores of the validation and test splits, and the calibration: the temperature fitted on the validation
-    logits (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by
-    it, and what it gives (`labelattn.training.coding_report`). The same on every process, as the logits are."""
+def scores_of(run: Training, predicted) -> dict[str, float]:
+    """The scores of `predict`'s tensors, with those of every upper level of the data's class hierarchy."""
+    data = run.data
+    return split_scores(run.metrics, *predicted, data.multi_label, data.label_names, data.hierarchy)
+
+
+def final_scores(run: Training, validation=None) -> tuple[dict[str, dict], "CodingReport"]:
+    """The scores of the validation (`validation`: its predictions, when the last epoch made them) and test
+    splits, and the calibration: the temperature fitted on the validation logits (`labelattn.training.calibration`),
+    set in the model's config so that its forward divides the logits by it, and what it gives
+    (`labelattn.training.coding_report`). The same on every process, as the logits are."""
     from labelattn.training.calibration import fit_temperature
     from labelattn.training.coding_report import coding_report
 
     data = run.data
-    predicted = {
-        split: predict_split(run.model, run.loaders[split], run.accelerator, data.multi_label)
-        for split in ("validation", "test")
-    }
-    scores = {
-        split: split_scores(run.metrics, *predicted[split], data.multi_label, data.label_names, data.hierarchy)
-        for split in predicted
-    }
+    predicted = {"validation": predict(run, "validation") if validation is None else validation}
+    predicted["test"] = predict(run, "test")
+    scores = {split: scores_of(run, predicted[split]) for split in predicted}
     _, references, logits = predicted["validation"]
     temperature = fit_temperature(logits, references, data.multi_label)
     run.accelerator.unwrap_model(run.model).config.temperature = temperature
@@ -270,8 +272,8 @@ def train(settings: TrainSettings) -> int:
         resume(training)
     else:
         start_fresh(training)
-    train_epochs(training)
-    scores, report = final_scores(training)
+    validation = train_epochs(training)
+    scores, report = final_scores(training, validation)
     save_model(training, scores, report)
     training.accelerator.print(f"test {format_scores(scores['test'])}")
     training.accelerator.print(format_report(report.summary))
