@@ -439,12 +439,13 @@ class LabelAttention(nn.Module):
         codes = codes.expand(labels, -1, -1).transpose(0, 1)  # (heads, labels, m)
         values = values.permute(1, 3, 2, 0).reshape(heads, width, seq_len * batch_size)  # every token, (seq, batch)
         if weights is not None:  # one block: the returned weights are the ones used
-            blocks = lambda: [(0, weights.permute(1, 2, 3, 0))]  # noqa: E731
+            size, blocks = labels, lambda: [(0, weights.permute(1, 2, 3, 0))]
         else:
-            blocks = self._weight_blocks(hidden_states, queries, visible)
+            size, blocks = self._weight_blocks(hidden_states, queries, visible)
+        code_blocks = codes.split(size, dim=1)  # one backward for all blocks (see `_weight_blocks`)
 
         def token_values(start: int, end: int) -> torch.Tensor:  # s_c,h,j: (heads, block, seq, batch)
-            return (codes[:, start:end] @ values).view(heads, end - start, seq_len, batch_size)
+            return (code_blocks[start // size] @ values).view(heads, end - start, seq_len, batch_size)
 
         if not output_contributions:
             scores = [(block * token_values(start, start + block.shape[1])).sum((0, 2)) for start, block in blocks()]
@@ -464,10 +465,12 @@ class LabelAttention(nn.Module):
         return contributions.sum(-1) + reference.sum(0).T + offset, contributions
 
     def _weight_blocks(self, hidden_states: torch.Tensor, queries: torch.Tensor, visible: torch.Tensor):
-        """A function giving, each time it is called, `(first class, weights (heads, block, seq, batch))` for one
-        block of classes after another, the weights of `_weights` before padding is zeroed: the weights of thousands
-        of classes are never held at once. (Traced or compiled, one block: its size would depend on the batch's
-        shape.)
+        """The classes in a block, and a function giving, each time it is called, `(first class, weights (heads,
+        block, seq, batch))` for one block of classes after another, the weights of `_weights` before padding is
+        zeroed: the weights of thousands of classes are never held at once. (Traced or compiled, one block: its size
+        would depend on the batch's shape.) The queries are split into blocks once, not sliced per block: a slice's
+        backward fills a zero gradient the size of every class, a split's joins the blocks' in one pass (at 1,918
+        classes a training step 1.06× faster on a CPU).
 
         With few classes (`labels × (d + 1 − d_k) < d × d_k`, by a multiply-add count), `W_K` folds into the queries
         and the heads compare them with the token vectors themselves, `[x, 1]`: `q_h·(W_K,h x + b_K,h) =
@@ -489,13 +492,14 @@ class LabelAttention(nn.Module):
         padding = torch.zeros(1, 1, seq_len * batch_size, device=keys.device, dtype=keys.dtype)
         padding = padding.masked_fill(~visible.T.reshape(1, 1, -1), float("-inf"))
         size = labels if is_traced() else max(1, self.block_elements // (heads * batch_size * seq_len))
+        query_blocks = head_queries.split(size, dim=1)
 
         def blocks():
-            for start in range(0, labels, size):
-                scores = torch.baddbmm(padding, head_queries[:, start : start + size], keys)
-                yield start, torch.softmax(scores.view(heads, -1, seq_len, batch_size), dim=2)
+            for index, block_queries in enumerate(query_blocks):
+                scores = torch.baddbmm(padding, block_queries, keys)
+                yield index * size, torch.softmax(scores.view(heads, -1, seq_len, batch_size), dim=2)
 
-        return blocks
+        return size, blocks
 
 
 class TokenContext(nn.Conv1d):

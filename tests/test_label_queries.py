@@ -132,7 +132,9 @@ def test_a_model_with_descriptions_reloads_with_the_same_logits(tokenizer, tmp_p
     loaded = LabelAttnForSequenceClassification.from_pretrained(tmp_path).eval()
     batch = tokenizer(["the calendar of animals", "plants"], padding=True, return_tensors="pt")
     batch.pop("token_type_ids")
-    assert torch.equal(loaded(**batch).logits, model(**batch).logits)
+    expected = model(**batch).logits
+    # Equal weights; the encoder's products may round their last bit otherwise in weights loaded elsewhere in memory.
+    torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6 * expected.abs().max().item())
     assert loaded.labelattn.label_attention.descriptions.has_rows.tolist() == [True, False, True]
 
 

@@ -175,12 +175,13 @@ def test_the_paths_without_weights_give_what_the_weights_give(
 @pytest.mark.parametrize("num_labels", CLASS_COUNTS[:2])
 @pytest.mark.parametrize("backbone", BACKBONES)
 def test_training_gradients_are_those_of_the_weights(
-    backbone, num_labels, classifier_dropout, key_size, scorer, rank, projections, tokenizer
+    backbone, num_labels, classifier_dropout, key_size, scorer, rank, projections, tokenizer, monkeypatch
 ):
     """In train mode the routes give the same loss and gradients as the reference that forms the weights: with
     classifier dropout (the class vectors are formed, then dropped out: the same mask from the same seed) and without
-    (the scorer folded into the head), for every scorer. Embedding and attention dropout are 0, so that nothing else
-    draws random numbers."""
+    (the scorer folded into the head, its classes in several blocks), for every scorer. Embedding and attention
+    dropout are 0, so that nothing else draws random numbers."""
+    monkeypatch.setattr(LabelAttention, "block_elements", 4 * 16 * 16)  # blocks of a few classes
     model = realistic(
         backbone,
         num_labels=num_labels,
