@@ -216,8 +216,9 @@ def test_top_k_explains_the_most_probable_classes_and_finds_their_keywords(train
     """`top_k=3`: the three most probable classes of each text, most probable first; the first is one of the text's
     classes (for all texts but one in ten at most: 300 classes learnt from 8 rows each, a model trained from vectors
     made with another thread count may miss one), and every class of the text among them has its own keyword as its
-    top word."""
+    top word (label attention) or among its top two (IG and SHAP: see the next test)."""
     texts, classes = trained.explained
+    ranks = 1 if method == "label_attention" else 2  # see test_every_single_label_text_finds_its_keyword
     probabilities = explainers.predict(trained.model, trained.tokenizer, texts).probabilities
     results = explainers.explain(
         trained.model, trained.tokenizer, texts, method=method, top_k=TOP_K, **OPTIONS.get(method, {})
@@ -229,7 +230,7 @@ def test_top_k_explains_the_most_probable_classes_and_finds_their_keywords(train
         assert [e.probability for e in result] == pytest.approx(row_probabilities.topk(TOP_K).values.tolist(), abs=1e-5)
         if result[0].target_label not in labels:
             misclassified.append((result[0].text, result[0].target_label, labels))
-        found += [top_word(e) == keyword_of(e.target_label) for e in result if e.target_label in labels]
+        found += [keyword_of(e.target_label) in top_words(e, ranks) for e in result if e.target_label in labels]
     assert len(misclassified) <= len(texts) // 10, misclassified
     assert all(found), f"keywords found: {found}"
 
@@ -247,7 +248,12 @@ def test_every_single_label_text_finds_its_keyword(single_label, method, texts):
     from the text's mean token). All 300 texts for label attention (one pass), the first 100 / 60 for Integrated
     Gradients and SHAP (they cost tens of passes a text). On a text the model gets wrong, an approximate method (IG's
     sum over steps, SHAP's samples) may rank a filler word the predicted class leans on just above the keyword (IG:
-    `how` 3.64 against `titus` 3.51, at probability 0.01): there the keyword must be among the top two words."""
+    `how` 3.64 against `titus` 3.51, at probability 0.01): there the keyword must be among the top two words. So
+    must it for IG and SHAP on every text: trained on an AMD EPYC (one thread), the model reads `baser see their look
+    write thing all` right (probability 1.00) and label attention gives `baser` 28.6 and no other word more than 2.2,
+    yet IG's path through the token context gives the filler pair `write` −42.1 and `thing` +38.7 (summing to −3.4)
+    beside `baser`'s 30.4, at 16 steps and at 64 alike, and SHAP's 8 samples `their` 9.6 against `baser` 9.0: the
+    model's interactions, which an exact per-token split has to spread somewhere."""
     rows = single_label.test_rows[:texts]
     explanations = explainers.explain(
         single_label.model,
@@ -262,7 +268,8 @@ def test_every_single_label_text_finds_its_keyword(single_label, method, texts):
     missed = [
         e.text
         for e, row, label in zip(explanations, rows, predicted, strict=True)
-        if keyword_of(row["label"]) not in top_words(e, 1 if label == row["label"] else 2)
+        if keyword_of(row["label"])
+        not in top_words(e, 1 if label == row["label"] and method == "label_attention" else 2)
     ]
     assert not missed, f"{len(missed)} of {len(rows)} texts missed their keyword, e.g. {missed[:3]}"
 
