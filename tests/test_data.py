@@ -367,21 +367,23 @@ def test_shipped_metrics_load_offline_and_agree_with_scikit_learn():
 def test_shipped_precision_at_k_agrees_with_scikit_learn_and_counts_by_hand():
     rng = np.random.default_rng(0)
     scores, classes = rng.normal(size=(60, 40)), rng.integers(0, 40, 60)
+    ranked = np.argsort(-scores, axis=1)[:, :5]  # each text's 5 best classes, as the metric takes them
     single = evaluate.load(str(METRICS_DIR / "precision_at_k"))
-    result = single.compute(predictions=scores.tolist(), references=classes.tolist(), k=[1, 5])
+    result = single.compute(predictions=ranked, references=classes.tolist(), k=[1, 5])
     # Single-label: recall@k is the top-k accuracy, precision@k the same over k.
     assert result["recall_at_5"] == pytest.approx(top_k_accuracy_score(classes, scores, k=5, labels=range(40)))
     assert result["precision_at_5"] == pytest.approx(result["recall_at_5"] / 5)
     assert result["precision_at_1"] == pytest.approx(accuracy_score(classes, scores.argmax(1)))
 
     multi = evaluate.load(str(METRICS_DIR / "precision_at_k"), "multilabel")
-    predictions = [[0.9, 0.1, 0.8, 0.2], [0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.0, 0.1]]
+    scores = [[0.9, 0.1, 0.8, 0.2], [0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.0, 0.1]]
+    ranked = np.argsort(-np.array(scores), axis=1)[:, :3]  # [[0, 2, 3], [3, 2, 1], [1, 0, 3]]
     references = [[1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 0]]
-    result = multi.compute(predictions=predictions, references=references, k=2)
+    result = multi.compute(predictions=ranked, references=references, k=2)
     # Top 2: {0, 2} holds 1 of 2 labels; {3, 2} none (no labels: not in the recall); {1, 0} holds 1 of 2.
     assert result == pytest.approx({"precision_at_2": (1 / 2 + 0 + 1 / 2) / 3, "recall_at_2": (1 / 2 + 1 / 2) / 2})
-    with pytest.raises(ValueError, match="k must be between 1 and the number of classes"):
-        multi.compute(predictions=predictions, references=references, k=5)
+    with pytest.raises(ValueError, match="k must be between 1 and the number of ranked classes given for each text"):
+        multi.compute(predictions=ranked, references=references, k=4)
 
 
 def test_a_csv_cell_longer_than_the_csv_modules_default_limit_is_read(tmp_path):

@@ -90,9 +90,8 @@ def split_scores(
         scores["micro_f1"] = f1.compute(predictions=predictions, references=references, average="micro")["f1"]
     cutoffs = ranking_cutoffs(len(label_names), multi_label)
     if cutoffs:
-        # As an array: 1.6x faster than a list at 8,322 texts × 1,918 classes (4.5 s against 7.4 per split).
-        ranked = metrics["precision_at_k"].compute(predictions=logits.numpy(), references=references, k=cutoffs)
-        scores.update(ranked)
+        top = logits.topk(max(cutoffs), dim=-1).indices.numpy()  # each text's best classes, best first
+        scores.update(metrics["precision_at_k"].compute(predictions=top, references=references, k=cutoffs))
     if hierarchy is not None and not multi_label:
         scores.update(level_scores(metrics, predictions, references, label_names, hierarchy))
     return scores
