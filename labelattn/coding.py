@@ -41,13 +41,12 @@ def confidence_and_correct(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each text's confidence `(n,)` and whether the model's prediction of it is right `(n,)`, from the class
     probabilities `(n, classes)` and the references (class indices, or 0/1 rows for a multi-label model)."""
-    probabilities = np.asarray(probabilities, dtype=np.float64)
-    references = np.asarray(references)
+    probabilities, references = np.asarray(probabilities), np.asarray(references)
     if multi_label:
         confidence = np.maximum(probabilities, 1 - probabilities).min(axis=1)
         right = ((probabilities >= 0.5) == references.astype(bool)).all(axis=1)
-        return confidence, right
-    return probabilities.max(axis=1), probabilities.argmax(axis=1) == references
+        return confidence.astype(np.float64), right
+    return probabilities.max(axis=1).astype(np.float64), probabilities.argmax(axis=1) == references
 
 
 def row_confidence(probabilities: list[float], multi_label: bool) -> float:
@@ -57,9 +56,10 @@ def row_confidence(probabilities: list[float], multi_label: bool) -> float:
 
 def group_probabilities(probabilities: np.ndarray, groups: list[int]) -> np.ndarray:
     """The probability of every group `(n, groups)`: the sum of its classes', `groups[c]` the group of class c."""
-    membership = np.zeros((len(groups), max(groups) + 1))  # (classes, groups)
+    probabilities = np.asarray(probabilities)  # float32 from a model stays so: summed by group, not widened first
+    membership = np.zeros((len(groups), max(groups) + 1), dtype=probabilities.dtype)  # (classes, groups)
     membership[np.arange(len(groups)), groups] = 1.0
-    return np.asarray(probabilities, dtype=np.float64) @ membership
+    return probabilities @ membership
 
 
 def choose_threshold(confidence: np.ndarray, correct: np.ndarray, target: float) -> float | None:

@@ -25,8 +25,10 @@ def nll(logits: torch.Tensor, labels: torch.Tensor, multi_label: bool) -> torch.
 def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, multi_label: bool) -> float:
     """The temperature T minimising the NLL of `labels` under `logits / T` (logits `(n, classes)`, before any
     temperature; labels class indices `(n,)`, or 0/1 `(n, classes)` for a multi-label model)."""
-    logits = logits.detach().double()
-    log_temperature = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    # In float32, as the model computes its logits: at ICD-10-CM's 8,322 × 1,918 validation logits a float64 fit took
+    # 9 s (3.6 s of it the first float64 backward's start-up), float32 1 s; the mean NLL loses no digit T needs.
+    logits = logits.detach().float()
+    log_temperature = torch.zeros((), requires_grad=True)
     optimizer = torch.optim.LBFGS([log_temperature], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
 
     def closure() -> torch.Tensor:

@@ -22,8 +22,9 @@ CONFIDENCE = {False: "top probability", True: "least sure yes/no decision, min_c
 
 
 def probabilities(logits: torch.Tensor, temperature: float, multi_label: bool) -> np.ndarray:
-    """Class probabilities of `logits / temperature`: sigmoid for a multi-label model, softmax otherwise."""
-    scaled = logits.double() / temperature
+    """Class probabilities of `logits / temperature`: sigmoid for a multi-label model, softmax otherwise; in float32,
+    as the model's forward gives them (float64 cost 4 s of a run at 8,322 × 1,918 logits, float32 1 s)."""
+    scaled = logits.float() / temperature
     return (scaled.sigmoid() if multi_label else scaled.softmax(-1)).numpy()
 
 
