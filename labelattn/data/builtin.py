@@ -195,6 +195,7 @@ def _icd():
     return simple_icd_10_cm
 
 
+@cache  # the data and their classes both list them
 def _billable_codes() -> list[str]:
     """ICD-10-CM's billable codes (without dots), in the tables' order: the leaves that are codes, not the
     twelve blocks of blocks (such as C00-C96) that the package also lists as leaves."""

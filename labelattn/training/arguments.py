@@ -252,8 +252,9 @@ def add_output_options(group: DeclaredGroup) -> None:
     group.add_argument(
         "--checkpoint-every",
         type=int,
-        default=200,
-        help="Save the training state every N optimizer steps, and at the end (default: 200).",
+        default=500,
+        help="Save the training state every N optimizer steps, and at the end (default: 500, as transformers' "
+        "Trainer saves).",
     )
     group.add_argument("--resume", action="store_true", help="Continue from the last checkpoint in --output-dir.")
     group.add_argument("--push-to-hub", metavar="REPO", help="Push the model with its card to this Hub repository.")

@@ -1,6 +1,7 @@
 """What a training run trains and how it feeds it: the tokenizer and the classifier the options name, the
 tokenized data loaders, and the optimizer's parameter groups."""
 
+import uuid
 from typing import TYPE_CHECKING
 
 from labelattn.training import backbones
@@ -92,7 +93,12 @@ def tokenized_loaders(data, tokenizer, settings: "TrainSettings", max_length: in
             encoded["labels"] = batch["label"]
         return encoded
 
-    tokenized = data.splits.map(encode, batched=True, remove_columns=["text", "label"])
+    # Each split is named by a fingerprint of its own: `datasets` would otherwise pickle `encode` with the tokenizer
+    # to hash it, about 1 s a split; the splits live in memory (`splits.py`), so no cache file is looked up by it.
+    tokenized = {
+        name: split.map(encode, batched=True, remove_columns=["text", "label"], new_fingerprint=uuid.uuid4().hex)
+        for name, split in data.splits.items()
+    }
     collate = DataCollatorWithPadding(tokenizer)
     loaders = {}
     for split in tokenized:
