@@ -113,13 +113,14 @@ def fallback_codes(
     """Where each text is coded with stored `fallback_thresholds`: for `levels` of `(groups, threshold)` from the
     classes up (`groups[c]` the group of class c; None at the classes' own level), the index of the finest level
     whose most probable group reaches its threshold (-1 where none does: a person codes the text), that group's index
-    and its probability (NaN where none), each `(n,)`."""
-    probabilities = np.asarray(probabilities, dtype=np.float64)
+    and its probability (NaN where none), each `(n,)`. Grouped in the probabilities' own dtype, as the training
+    report groups them when it fits the thresholds, so a text is coded at the same level by both."""
+    probabilities = np.asarray(probabilities)
     level = np.full(len(probabilities), -1)
     group, probability = np.zeros(len(probabilities), dtype=np.int64), np.full(len(probabilities), np.nan)
     for index, (groups, threshold) in enumerate(levels):
         grouped = probabilities if groups is None else group_probabilities(probabilities, groups)
-        best, top = grouped.argmax(axis=1), grouped.max(axis=1)
+        best, top = grouped.argmax(axis=1), grouped.max(axis=1).astype(np.float64)  # as confidence_and_correct
         coded = (level < 0) & (top >= threshold) if threshold is not None else np.zeros(len(level), bool)
         level[coded], group[coded], probability[coded] = index, best[coded], top[coded]
     return level, group, probability

@@ -264,7 +264,7 @@ def fallback_coder(
         names.append(groups)
 
     def code(probabilities: torch.Tensor) -> list[dict[str, Any]]:
-        level, group, probability = fallback_codes(probabilities.double().numpy(), codes)
+        level, group, probability = fallback_codes(probabilities.numpy(), codes)
         rows = []
         for i, g, p in zip(level.tolist(), group.tolist(), probability.tolist(), strict=True):
             coded = i >= 0  # else a person codes the text
