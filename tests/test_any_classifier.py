@@ -29,7 +29,7 @@ from explainers import (
 )
 from explainers.base import predict_logits
 from explainers.evaluation.faithfulness import evaluate_faithfulness
-from explainers.models import baseline_token_id, readout
+from explainers.models import baseline_token_id, check_finite_logits, readout
 from explainers.words import tokenize
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -461,6 +461,15 @@ def test_non_finite_logits_are_refused(tokenizers):
         explain(model, tokenizer, TEXTS[0], method="saliency")
     with pytest.raises(ExplainerError, match="not finite"):
         predict(model, tokenizer, TEXTS[0])
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_the_rows_named_are_those_with_a_non_finite_logit(value):
+    logits = torch.zeros(6, 4)
+    logits[1, 3] = logits[4, 0] = value
+    with pytest.raises(ExplainerError, match=r"for text\(s\) \[1, 4\]"):
+        check_finite_logits(logits)
+    check_finite_logits(torch.full((2, 3), torch.finfo(torch.float32).max))  # the largest finite logits pass
 
 
 def test_padding_side_of_a_logits_helper_is_the_models(classifiers):
