@@ -16,6 +16,7 @@ and hold a classification head.
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -242,7 +243,8 @@ def label_names(config: PretrainedConfig, where: str = "The model's config") -> 
             f"{where}: id2label gives class {i} the name {name!r} ({type(name).__name__}): label names are strings; "
             f'write them quoted in id2label (and label2id) of config.json, e.g. "{i}": "{name}".'
         )
-    shared = {name: [i for i, other in enumerate(names) if other == name] for name in names if names.count(name) > 1}
+    repeated = [name for name, count in Counter(names).items() if count > 1]  # not names.count: 37 ms a call at 1,918
+    shared = {name: [i for i, other in enumerate(names) if other == name] for name in repeated}
     if shared:
         which = "; ".join(f"{name!r} for classes {', '.join(map(str, classes))}" for name, classes in shared.items())
         raise LoadError(
