@@ -15,6 +15,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
+import torch
 from conftest import PLANTED_WORD, make_model, planted_texts, save_model
 
 from explainers import ExplainerError, explain, predict
@@ -326,6 +327,34 @@ def test_the_three_formats_hold_the_same_rows(model, tokenizer, tmp_path, suffix
     for row, scores in zip(rows, out["scores"], strict=True):
         assert row["scores"] == pytest.approx(scores, rel=1e-12)
     assert [r["ticket"] for r in rows] == out["ticket"]
+
+
+def test_cli_predict_in_bf16_gives_the_float32_probabilities_within_bf16_rounding(
+    model, saved_model, tokenizer, tmp_path
+):
+    data = write_csv(tmp_path / "data.csv", 12)
+    rows = {}
+    for precision in ("no", "bf16"):
+        output = tmp_path / f"{precision}.jsonl"
+        assert (
+            cli("predict", saved_model, data, "--output", output, "--mixed-precision", precision, "--no-progress") == 0
+        )
+        rows[precision] = [json.loads(line) for line in output.read_text().splitlines()]
+    columns = [f"prob_class_{c}" for c in range(3)]
+    exact, rounded = ([[row[c] for c in columns] for row in rows[p]] for p in ("no", "bf16"))
+    # A probability moves by at most half the largest change of a logit (softmax's rows of derivatives sum to at most
+    # 1/2); bf16 keeps 8 bits, and the embedding backbone rounds a logit's inputs in a handful of products.
+    with torch.no_grad():
+        logits = model(**tokenizer(corpus(12)["text"][:], padding=True, return_tensors="pt")).logits
+    bound = 0.5 * 8 * 2**-8 * float(logits.abs().max())
+    assert max(abs(a - b) for x, y in zip(exact, rounded, strict=True) for a, b in zip(x, y, strict=True)) <= bound
+    assert exact != rounded  # the products did run in bf16
+    assert all(sum(p) == pytest.approx(1, abs=1e-5) for p in rounded)
+
+
+def test_an_unknown_mixed_precision_is_refused(model, tokenizer):
+    with pytest.raises(CorpusError, match=r"mixed_precision='fp8': give one of \['no', 'bf16', 'fp16'\]"):
+        predict_dataset(model, tokenizer, ["a text"], mixed_precision="fp8", progress=False)
 
 
 def test_cli_predict_and_explain_with_id_column_and_summary(saved_model, tmp_path):

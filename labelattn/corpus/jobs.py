@@ -20,6 +20,7 @@ A row whose text cannot be read (missing, empty, giving no token the model knows
 becomes an error row that names it, and never stops the run: one bad or huge row costs only itself.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -286,6 +287,7 @@ def predict_job(
     manual_below: float | None = None,
     top_k: int | None = None,
     fallback: list[tuple[str, float | None]] | None = None,
+    mixed_precision: str = "no",
 ) -> Job:
     """The predicted label(s) and every class's probability (`prob_<label>` columns), or with `top_k` the k most
     probable classes (`top_labels`, `top_probabilities`: lists, most probable first) in place of those columns; a
@@ -296,7 +298,9 @@ def predict_job(
     hierarchy, and `manual` marks the texts no level codes (`fallback_coder`).
 
     `top_k` is for models of many classes: ICD-10-CM's 1,918 `prob_<label>` columns cost more to build and write
-    than the model takes to compute them (docs/corpus.md, "Many classes")."""
+    than the model takes to compute them (docs/corpus.md, "Many classes"). `mixed_precision` `"bf16"` or `"fp16"`
+    runs the forward passes under `torch.autocast` in that precision (the weights stay as loaded): faster where the
+    hardware multiplies in it, the probabilities within its rounding of float32's."""
     labels = class_names(model.config)
     multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
@@ -313,6 +317,7 @@ def predict_job(
         why = "this model predicts a set of labels per text" if multi_label else "give it without manual_below"
         raise CorpusError(f"fallback codes one class per text, with the classes' threshold first: {why}.")
     coder = fallback_coder(model.config, labels, fallback) if fallback is not None else None
+    autocast = autocast_context(model, mixed_precision)
     if top_k is not None and check_count(top_k, "top_k", "classes", error=CorpusError) > len(labels):
         raise CorpusError(f"top_k={top_k}: the model has {len(labels)} classes; give at most that many.")
     predicted = "predicted_labels" if multi_label else "predicted_label"
@@ -320,7 +325,8 @@ def predict_job(
     features = prediction_features(predicted, groups, labels, top_k, manual_below is not None, coder is not None)
 
     def compute(texts: list[TextInput]) -> list[list[dict[str, Any]]]:
-        result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
+        with autocast():
+            result = predict(model, tokenizer, texts, batch_size=batch_size, max_length=max_length, long_text=long_text)
         probabilities = result.probabilities
         bests = probabilities.argmax(-1).tolist()
         codes = coder(probabilities) if coder else [{}] * len(bests)
@@ -354,7 +360,25 @@ def predict_job(
     settings |= {"manual_below": manual_below} if manual_below is not None else {}
     settings |= {"top_k": top_k} if top_k is not None else {}
     settings |= {"fallback": [list(level) for level in fallback]} if fallback is not None else {}
+    settings |= {"mixed_precision": mixed_precision} if mixed_precision != "no" else {}
     return Job(model, tokenizer, max_length, settings, features, compute, long_text)
+
+
+# `mixed_precision` values, as `labelattn train` and Accelerate name them, and the dtype each computes in.
+AUTOCAST_DTYPES = {"no": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_context(model: torch.nn.Module, mixed_precision: str) -> Callable[[], contextlib.AbstractContextManager]:
+    """What `predict_job` computes under: `torch.autocast` on the model's device in the precision `mixed_precision`
+    names, or nothing for `"no"`; refused with `CorpusError` for another name or a device autocast does not run on."""
+    if mixed_precision not in AUTOCAST_DTYPES:
+        raise CorpusError(f"mixed_precision={mixed_precision!r}: give one of {list(AUTOCAST_DTYPES)}.")
+    dtype, device = AUTOCAST_DTYPES[mixed_precision], next(model.parameters()).device
+    if dtype is None:
+        return contextlib.nullcontext
+    if not torch.amp.is_autocast_available(device.type):
+        raise CorpusError(f"mixed_precision={mixed_precision!r}: torch has no autocast on {device.type}; give 'no'.")
+    return lambda: torch.autocast(device.type, dtype=dtype)
 
 
 def prediction_features(
@@ -708,7 +732,8 @@ def predict_dataset(
             probability from which a label is predicted, default 0.5), `batch_size` (default 32), `max_length`
             (longest input in tokens, default all the model reads; longer texts are marked `truncated`), `long_text`
             ("windows" reads them whole, see `explainers.windows`), `top_k` (the k most probable classes in place
-            of one column per class), `manual_below` or `fallback`; and
+            of one column per class), `manual_below` or `fallback`, `mixed_precision` ("bf16" or "fp16": the
+            forward passes under `torch.autocast`); and
             where the texts are read and the results written (`CorpusOptions`'s): `output_dir`, `text_column`,
             `text_pair_column`, `id_column`, `shard_size`, `overwrite`, `progress`, `max_chars`.
 
