@@ -8,6 +8,7 @@
   commands, evaluate-explanations).
 - `add_overwrite_argument`: `--overwrite`, for every command that writes a folder or file of results; each says what
   it replaces.
+- `MIXED_PRECISION`: the choices of `--mixed-precision` (`labelattn train`, `labelattn predict`).
 - `add_option_argument`: `--option KEY=VALUE`, a method's options, VALUE read as JSON by `explainers.parse_options`
   (or `METHOD.KEY=VALUE` for the commands that run several methods).
 """
@@ -16,6 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any, Protocol
+
+# `--mixed-precision` of `labelattn train` and `labelattn predict`, as Accelerate names the precisions.
+MIXED_PRECISION = ("no", "fp16", "bf16")
 
 
 class Declares(Protocol):

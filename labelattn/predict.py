@@ -23,7 +23,7 @@ an interruption skips the finished shards.
 import argparse
 import sys
 
-from labelattn.arguments import add_model_arguments
+from labelattn.arguments import MIXED_PRECISION, add_model_arguments
 from labelattn.corpus.options import DATA_HELP, add_corpus_arguments
 
 
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument(
         "--mixed-precision",
-        choices=["no", "bf16", "fp16"],
+        choices=MIXED_PRECISION,
         default="no",
         help="compute the forward passes under torch.autocast in bf16 or fp16, the weights as saved: faster where "
         "the hardware multiplies in that precision (a GPU; a CPU with AVX-512 BF16 or AMX: 1.3x at 1,918 classes), "

@@ -353,7 +353,7 @@ def test_cli_predict_in_bf16_gives_the_float32_probabilities_within_bf16_roundin
 
 
 def test_an_unknown_mixed_precision_is_refused(model, tokenizer):
-    with pytest.raises(CorpusError, match=r"mixed_precision='fp8': give one of \['no', 'bf16', 'fp16'\]"):
+    with pytest.raises(CorpusError, match=r"mixed_precision='fp8': give one of \['no', 'fp16', 'bf16'\]"):
         predict_dataset(model, tokenizer, ["a text"], mixed_precision="fp8", progress=False)
 
 

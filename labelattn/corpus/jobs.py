@@ -365,7 +365,7 @@ def predict_job(
 
 
 # `mixed_precision` values, as `labelattn train` and Accelerate name them, and the dtype each computes in.
-AUTOCAST_DTYPES = {"no": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+AUTOCAST_DTYPES = {"no": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def autocast_context(model: torch.nn.Module, mixed_precision: str) -> Callable[[], contextlib.AbstractContextManager]:

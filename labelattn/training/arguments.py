@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from labelattn import DEFAULT_MODEL_DIR
-from labelattn.arguments import add_overwrite_argument, add_text_column_argument
+from labelattn.arguments import MIXED_PRECISION, add_overwrite_argument, add_text_column_argument
 from labelattn.training.backbones import BACKBONES
 
 # With --label-descriptions (see docs/many-classes.md for the measurement that chose it).
@@ -230,7 +230,7 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
     group.add_argument("--max-grad-norm", type=float, default=1.0)
     group.add_argument(
         "--mixed-precision",
-        choices=["no", "fp16", "bf16"],
+        choices=MIXED_PRECISION,
         help="Mixed precision (default: as set by `accelerate config` / `accelerate launch`, else no).",
     )
     group.add_argument("--seed", type=int, default=0, help="Seed of initialisation, data order, dropout.")
