@@ -12,16 +12,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import FILLER
+from conftest import FILLER, make_model
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from configuration_labelattn import dropout_problem, token_context_width_problem
 from labelattn import cli
-from labelattn.training import arguments, build, card, checkpoints, settings
+from labelattn.training import arguments, build, card, checkpoints, run, settings
 from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,6 +199,29 @@ def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
     assert "3 epochs of 9 steps" in result.stdout
 
 
+def test_label_smoothing_is_refused_for_multi_label_data_before_any_folder(tmp_path):
+    rows = [{"text": row["text"], "label": [row["label"]]} for row in planted_rows(20)]
+    data = tmp_path / "multi.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, message = run_cli("--data", data, "--label-smoothing", "0.1", "--output-dir", tmp_path / "out")
+    assert code == 2 and "--label-smoothing spreads a single label's target" in message, message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_the_training_loss_spreads_the_label_smoothing_over_the_classes(smoothing, tokenizer):
+    """With smoothing ε, a text's loss is (1 − ε)(−log p_y) + ε · mean over the classes of −log p_c; with none,
+    the model's own loss."""
+    model = make_model("embedding", num_labels=3)
+    batch = dict(tokenizer(["how many", "who wrote it", "where is it ?"], padding=True, return_tensors="pt"))
+    batch["labels"] = torch.tensor([0, 2, 1])
+    loss = run.training_loss(SimpleNamespace(model=model, label_smoothing=smoothing), batch)
+    log_p = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.log_softmax(-1)
+    by_hand = (1 - smoothing) * -log_p[torch.arange(3), batch["labels"]] + smoothing * -log_p.mean(-1)
+    assert float(loss) == pytest.approx(float(by_hand.mean()), rel=1e-6)
+    assert "labels" in batch  # the caller's batch is left whole
+
+
 def test_a_hierarchy_is_saved_in_the_config_and_scored_at_its_upper_level(tmp_path):
     kingdom = {"animal": "living", "plant": "living", "stone": "mineral"}
     rows = [{"text": row["text"], "label": f"{kingdom[row['label']]}>{row['label']}"} for row in planted_rows(120)]
@@ -337,6 +361,8 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--initializer-range", "inf"], "--initializer-range must be a finite number above 0"),
         (["--weight-decay", "nan"], "--weight-decay must be a finite number, 0 or above"),
         (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
+        (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1), got 1.0"),
+        (["--label-smoothing", "nan"], "--label-smoothing must be in [0, 1), got nan"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
         (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),

@@ -229,6 +229,13 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
     group.add_argument("--gradient-accumulation-steps", type=int, default=1)
     group.add_argument("--max-grad-norm", type=float, default=1.0)
     group.add_argument(
+        "--label-smoothing",
+        type=float,
+        help="Share of a single-label text's target spread evenly over the classes (cross-entropy's "
+        "label_smoothing, transformers' label_smoothing_factor); the temperature fitted after training calibrates "
+        "the probabilities again (default: 0.1 for single-label data, 0 for multi-label data, where it is refused).",
+    )
+    group.add_argument(
         "--mixed-precision",
         choices=MIXED_PRECISION,
         help="Mixed precision (default: as set by `accelerate config` / `accelerate launch`, else no).",

@@ -33,6 +33,7 @@ from labelattn.training.settings import (
     check_launch,
     check_max_length,
     check_output_dir,
+    label_smoothing,
     launch_of,
     run_inputs,
     settings_of,
@@ -88,11 +89,23 @@ def diverged(run: Training, what: str, step: int) -> "TrainingError":
     )
 
 
+def training_loss(run: Training, batch: dict):
+    """The batch's loss: the model's own, or with label smoothing the cross-entropy against targets that spread
+    `run.label_smoothing` of each text's weight evenly over the classes, computed here from the logits as
+    transformers' Trainer does (`label_smoothing_factor`), so that the model's `loss` stays the plain one."""
+    if not run.label_smoothing:
+        return run.model(**batch).loss
+    import torch
+
+    logits = run.model(**{name: value for name, value in batch.items() if name != "labels"}).logits
+    return torch.nn.functional.cross_entropy(logits.float(), batch["labels"], label_smoothing=run.label_smoothing)
+
+
 def training_step(run: Training, batch: dict):
     """One forward and backward pass (and an optimizer step once the gradients are accumulated); the loss."""
     accelerator, model = run.accelerator, run.model
     with accelerator.accumulate(model):
-        loss = model(**batch).loss
+        loss = training_loss(run, batch)
         if not all_finite(accelerator, [loss.detach()]):
             raise diverged(run, f"The loss is {loss.item()}", run.progress.steps + 1)
         accelerator.backward(loss)
@@ -266,6 +279,7 @@ def train(settings: TrainSettings) -> int:
     data = load_training_data(settings)
     tokenizer = load_tokenizer(settings.backbone)
     check_max_length(settings, tokenizer)
+    label_smoothing(settings, data.multi_label)  # refused for multi-label data
     # Every user error has surfaced by now, before any process group, model or file exists.
     training = set_up(make_accelerator(settings), settings, data, tokenizer)
     if settings.resume:

@@ -26,7 +26,9 @@ AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # a
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
-SAVED_BEFORE |= {"label_projections": True}
+SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0}
+# The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
+DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
 
 
@@ -79,6 +81,7 @@ class TrainSettings:
     warmup_ratio: float  # share of the steps warming up, in [0, 1)
     gradient_accumulation_steps: int  # batches per optimizer step
     max_grad_norm: float  # gradients clipped to this norm
+    label_smoothing: float | None  # share of a single-label target spread over the classes (None: `label_smoothing`)
     mixed_precision: str | None  # "no", "fp16", "bf16", or None: as Accelerate is configured
     seed: int  # seed of initialisation, data order and dropout
     # output
@@ -157,11 +160,26 @@ def check_numbers(settings: TrainSettings) -> None:
         refuse("weight_decay", "a finite number, 0 or above")
     if not 0 <= settings.warmup_ratio < 1:
         refuse("warmup_ratio", "in [0, 1)")
+    if settings.label_smoothing is not None and not 0 <= settings.label_smoothing < 1:
+        refuse("label_smoothing", "in [0, 1)")
     refuse_if("classifier_dropout", dropout_problem)
     if settings.label_residual_dropout is not None:
         refuse_if("label_residual_dropout", dropout_problem)
     if settings.untrained_class_offset is not None and not math.isfinite(settings.untrained_class_offset):
         refuse("untrained_class_offset", "a finite number")
+
+
+def label_smoothing(settings: TrainSettings, multi_label: bool) -> float:
+    """The share of each target spread over the classes: `--label-smoothing`, or `DEFAULT_LABEL_SMOOTHING` for
+    single-label data and 0 for multi-label data, whose binary cross-entropy it does not apply to (refused there)."""
+    if not multi_label:
+        return DEFAULT_LABEL_SMOOTHING if settings.label_smoothing is None else settings.label_smoothing
+    if settings.label_smoothing:
+        raise TrainingError(
+            "--label-smoothing spreads a single label's target over the classes, and this data has a set of labels "
+            "per row (each class a yes/no decision): drop the option."
+        )
+    return 0.0
 
 
 def check_max_length(settings: TrainSettings, tokenizer) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from labelattn.training.build import build_model, optimizer_groups, tokenized_loaders
 from labelattn.training.events import RunEvents
 from labelattn.training.scores import load_metrics
-from labelattn.training.settings import TrainSettings
+from labelattn.training.settings import TrainSettings, label_smoothing
 
 
 def load_training_data(settings: TrainSettings):
@@ -68,6 +68,11 @@ class Training:
     @property
     def output_dir(self) -> Path:
         return self.settings.output_dir
+
+    @property
+    def label_smoothing(self) -> float:
+        """The share of each target spread over the classes (`settings.label_smoothing`)."""
+        return label_smoothing(self.settings, self.data.multi_label)
 
 
 def make_accelerator(settings: TrainSettings):
