@@ -239,14 +239,19 @@ SYSTEMS: dict[str, tuple[str, Callable[..., Run]]] = {
 # --------------------------------------------------------------------------------------------------- scores
 
 
+@functools.cache
+def precision_at_k():
+    """The precision@k metric `labelattn train` reports, loaded once for every system scored."""
+    return load_metrics(multi_label=False)["precision_at_k"]
+
+
 def scores(data: LabelledData, run: Run) -> dict[str, float]:
     truth = np.array(data.splits["test"]["label"][:])
     top1 = run.top[:, 0]
-    precision_at_k = load_metrics(multi_label=False)["precision_at_k"]  # the metric `labelattn train` reports
     result = {
         "accuracy": accuracy_score(truth, top1),
         "macro_f1": f1_score(truth, top1, average="macro"),
-        **precision_at_k.compute(predictions=run.top, references=truth, k=TOP),
+        **precision_at_k().compute(predictions=run.top, references=truth, k=TOP),
     }
     hierarchy = data.hierarchy
     for level in hierarchy.levels[:-1] if hierarchy else []:
