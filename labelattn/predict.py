@@ -5,7 +5,7 @@ labelattn predict models/trec-embedding tickets.csv --text-column body --id-colu
 labelattn predict models/trec-embedding tickets.csv --target-accuracy 0.95 --output out/t.csv   # + a manual column
 labelattn predict models/icd10-cm-embedding notes.csv --target-accuracy 0.95 --fallback --top-k 5   # + coded_level
 labelattn predict models/icd10-cm-embedding notes.jsonl --top-k 5 --output out/n.parquet  # 5 best of 1,918 codes
-labelattn predict models/icd10-cm-embedding notes.jsonl --top-k 5 --mixed-precision bf16   # bf16 products, 1.3x here
+labelattn predict models/icd10-cm-embedding notes.jsonl --top-k 5 --mixed-precision bf16  # 1.35-1.6x here
 accelerate launch --num_processes 8 -m labelattn predict MODEL tickets.parquet --output out/t.parquet
 
 `--target-accuracy A` (with a threshold that `labelattn train` chose on the validation split, stored in the model's
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=MIXED_PRECISION,
         default="no",
         help="compute the forward passes under torch.autocast in bf16 or fp16, the weights as saved: faster where "
-        "the hardware multiplies in that precision (a GPU; a CPU with AVX-512 BF16 or AMX: 1.3x at 1,918 classes), "
-        "the probabilities within its rounding of float32's (default: no)",
+        "the hardware multiplies in that precision (a GPU; a CPU with AVX-512 BF16 or AMX: 1.35-1.6x at 1,918 "
+        "classes), the probabilities within its rounding of float32's (default: no)",
     )
     manual = parser.add_mutually_exclusive_group()
     manual.add_argument(
