@@ -22,7 +22,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from configuration_labelattn import dropout_problem, token_context_width_problem
 from labelattn import cli
-from labelattn.training import arguments, build, card, checkpoints, run, settings
+from labelattn.training import arguments, build, calibration, card, checkpoints, run, settings
 from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,6 +197,31 @@ def test_multi_label_jsonl_with_accumulation_and_bf16(tmp_path):
     assert config["problem_type"] == "multi_label_classification"
     # 72 training rows, batches of 4, 2 batches per step: 9 steps per epoch, 27 in all.
     assert "3 epochs of 9 steps" in result.stdout
+
+
+def test_a_bf16_run_fits_its_temperature_on_the_float32_logits_of_the_model_it_saves(tmp_path):
+    """Trained under bf16 autocast, the model is saved, and predicts, in float32: its temperature is the one that
+    the saved model's float32 validation logits give, not the one of the bf16 logits the training computed."""
+    rows = planted_rows(150, noise=0.3)  # mislabelled rows keep the temperature away from its bounds
+    splits = {"train": rows[:90], "validation": rows[90:120], "test": rows[120:]}
+    data = {name: write_csv(tmp_path / f"{name}.csv", part) for name, part in splits.items()}
+    out = tmp_path / "model"
+    result = train(
+        "--data", data["train"], "--validation-data", data["validation"], "--test-data", data["test"], *TINY,
+        "--mixed-precision", "bf16", "--output-dir", out,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    saved, model.config.temperature = model.config.temperature, None  # the logits before any temperature
+    texts = [row["text"] for row in splits["validation"]]
+    labels = torch.tensor([model.config.label2id[row["label"]] for row in splits["validation"]])
+    with torch.no_grad():
+        logits = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    refitted = calibration.fit_temperature(logits, labels, multi_label=False)
+    # The same logits fit the same temperature to L-BFGS's tolerance; bf16's 8 bits move it by far more.
+    assert calibration.MIN_TEMPERATURE < saved < calibration.MAX_TEMPERATURE
+    assert refitted == pytest.approx(saved, rel=1e-4)
 
 
 def test_label_smoothing_is_refused_for_multi_label_data_before_any_folder(tmp_path):

@@ -191,14 +191,20 @@ def scores_of(run: Training, predicted) -> dict[str, float]:
 
 
 def final_scores(run: Training, validation=None) -> tuple[dict[str, dict], "CodingReport"]:
-    """The scores of the validation (`validation`: its predictions, when the last epoch made them) and test
-    splits, and the calibration: the temperature fitted on the validation logits (`labelattn.training.calibration`),
-    set in the model's config so that its forward divides the logits by it, and what it gives
-    (`labelattn.training.coding_report`). The same on every process, as the logits are."""
+    """The scores of the validation (`validation`: its predictions, when the last epoch made them in float32) and
+    test splits, and the calibration: the temperature fitted on the validation logits
+    (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by it, and
+    what it gives (`labelattn.training.coding_report`). The same on every process, as the logits are."""
     from labelattn.training.calibration import fit_temperature
     from labelattn.training.coding_report import coding_report
 
     data = run.data
+    if run.accelerator.mixed_precision != "no":
+        # The scores and the temperature are the saved model's, and it predicts in float32: the autocast that
+        # Accelerate wrapped the forward in is taken off for good (training is over), and the last epoch's
+        # validation, computed under it, is computed again.
+        run.accelerator.unwrap_model(run.model, keep_fp32_wrapper=False)
+        validation = None
     predicted = {"validation": predict(run, "validation") if validation is None else validation}
     predicted["test"] = predict(run, "test")
     scores = {split: scores_of(run, predicted[split]) for split in predicted}
