@@ -1,8 +1,8 @@
 """What asking for label contributions costs: one forward pass with and without them, at 6 and 2,000 classes.
 
-- The embedding backbone as `labelattn train` builds it (hidden 384, 4 heads, a width-3 token context; random
-  weights, since cost does not depend on them) and all-MiniLM-L6-v2 (`from_encoder`, hidden 384, 4 heads), 16 texts x
-  64 tokens, eval mode under `torch.inference_mode`.
+- The embedding backbone as `labelattn train` builds it (hidden 384, 4 heads, the many-class recipe's width-3 token
+  context; random weights, since cost does not depend on them) and all-MiniLM-L6-v2 (`from_encoder`, hidden 384,
+  4 heads), 16 texts x 64 tokens, eval mode under `torch.inference_mode`.
 - Systems: the logits alone; with `output_label_contributions=True` (the per-token terms, `(16, classes, 64)`);
   and, on the embedding backbone, with `output_attentions=True` (the weights, `(16, 4, classes, 64)`, what the
   label-attention explainer read before the contributions) and with both. MiniLM is timed without the weights:

@@ -48,7 +48,7 @@ THROUGHPUT_SYSTEMS = {
 }
 # Variants of the embedding backbone: `labelattn train` options added to the defaults.
 VARIANTS = {
-    "default": [],  # MiniLM's input vectors, 384 wide, frozen; a width-3 token context; no classifier dropout
+    "default": [],  # MiniLM's input vectors, 384 wide, frozen; a width-5 token context; no classifier dropout
     "bag": [  # the previous default
         *["--token-context-width", "0", "--hidden-size", "128", "--no-freeze-embeddings", "--classifier-dropout", "0.1"]
     ],

@@ -68,7 +68,7 @@ def make_model(
 ) -> LabelAttnForSequenceClassification:
     """A model in eval mode whose weights have a realistic scale (std 0.5 rather than 0.02), so that logits
     differ by O(1) and tolerances mean something. `backbone="context"` is the embedding backbone with the
-    width-3 token-context convolution that `labelattn train` gives it."""
+    token-context convolution that `labelattn train` gives it (width 3 here; `labelattn train`'s default is 5)."""
     if backbone == "context":
         backbone, config_kwargs = "embedding", {"token_context_width": 3, **config_kwargs}
     torch.manual_seed(seed)

@@ -45,9 +45,9 @@ def test_card_metadata_and_content(trained):
     assert "`0` neg, `1` pos" in text
     assert "labelattn train --data" in text and "--hidden-size 32" in text and "--output-dir" in text
     assert "trust_remote_code=True" in text
-    # The defaults of the embedding backbone, as run: MiniLM's vectors, frozen, a width-3 token context.
+    # The defaults of the embedding backbone, as run: MiniLM's vectors, frozen, a width-5 token context.
     assert "starting from all-MiniLM-L6-v2's input embeddings" in text and "kept frozen" in text
-    assert "residual convolution over 3 neighbouring tokens" in text
+    assert "residual convolution over 5 neighbouring tokens" in text
     settings = json.loads((trained / "training_args.json").read_text())
     assert settings["hidden_size"] == 32
 
