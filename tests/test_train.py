@@ -553,16 +553,16 @@ def test_the_settings_hold_every_option_typed_and_filled_once():
     parser = train_parser()
     declared = {action.dest for action in arguments.add_arguments(argparse.ArgumentParser())}
     assert {field.name for field in dataclasses.fields(settings.TrainSettings)} == declared | {"command_line"}
-    train_settings = settings.TrainSettings.from_args(parser.parse_args(["--output-dir", "m", "--epochs", "5"]))
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(["--output-dir", "m", "--epochs", "4"]))
     assert train_settings.learning_rate > 0 and train_settings.head_learning_rate == train_settings.learning_rate
     assert (
         train_settings.freeze_embeddings is True
-        and train_settings.command_line == "labelattn train --epochs 5 --output-dir m"
+        and train_settings.command_line == "labelattn train --epochs 4 --output-dir m"
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         train_settings.epochs = 1
     recorded = settings.settings_of(train_settings)
-    assert recorded["epochs"] == 5 and not set(recorded) & settings.NOT_SETTINGS
+    assert recorded["epochs"] == 4 and not set(recorded) & settings.NOT_SETTINGS
     assert json.loads(json.dumps(recorded)) == recorded  # what training_args.json holds compares equal to it
 
 
