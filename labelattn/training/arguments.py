@@ -208,7 +208,8 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
         type=int,
         default=5,
         help="Passes over the training data (default: 5: TREC and TREC fine are more accurate than with 3 over five "
-        "seeds; at tens of thousands of rows 3 give nearly as much in 0.6x the time, see docs/default-model.md).",
+        "seeds; at tens of thousands of rows 3 epochs give nearly as much in 0.6x the time, see "
+        "docs/default-model.md).",
     )
     group.add_argument("--batch-size", type=int, default=32, help="Texts per batch and process (default: 32).")
     group.add_argument(
