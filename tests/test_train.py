@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import FILLER, make_model
+from conftest import FILLER, make_model, tiny_encoder_config
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -397,6 +397,9 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--label-descriptions", "--label-residual-dropout", "1"], "--label-residual-dropout must be in [0, 1)"),
         (["--untrained-class-offset", "3"], "--untrained-class-offset acts on classes known by their descriptions"),
         (["--label-descriptions", "--untrained-class-offset", "nan"], "--untrained-class-offset must be a finite"),
+        (["--encoder-layers", "2"], "--encoder-layers keeps the first layers of an encoder, and --backbone embedding"),
+        (["--backbone", "minilm", "--encoder-layers", "7"], "layers from 1 to the encoder's 6, got 7"),
+        (["--backbone", "minilm", "--encoder-layers", "0"], "layers from 1 to the encoder's 6, got 0"),
         (["--push-to-hub", "not a repo id!"], "is not a Hub repository id"),
         (["--push-to-hub", "me/model"], "HF_HUB_OFFLINE=1"),  # the tests run offline: refused before training
     ],
@@ -544,6 +547,27 @@ def test_the_recorded_command_gives_the_same_settings(options):
     args = parser.parse_args(["--output-dir", "m", *options])
     again = parser.parse_args(shlex.split(arguments.command_line(args))[2:])
     assert vars(again) == vars(args)
+
+
+def test_an_encoder_cut_to_its_first_layers_trains_and_saves_that_many(tiny_csv, tmp_path):
+    """`--encoder-layers 1` on a 2-layer encoder folder, through the command line: the saved model has one layer
+    and loads with it, the card says so, and the left-out layer is not reported as unexpected weights (it is what
+    the option asked for). That the layer kept starts from the folder's first is `test_modeling`'s."""
+    from transformers import BertModel
+
+    encoder_dir = tmp_path / "encoder"
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config(), add_pooling_layer=False).save_pretrained(encoder_dir)
+    out = tmp_path / "cut"
+    options = ["--data", tiny_csv, "--backbone", encoder_dir, "--encoder-layers", "1", "--epochs", "1"]
+    done = train(*options, "--batch-size", "8", "--output-dir", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "UNEXPECTED" not in done.stderr
+    model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
+    assert model.config.encoder_config.num_hidden_layers == 1
+    assert len(model.labelattn.encoder.encoder.layer) == 1
+    assert "cut to its first 1 layer," in (out / "README.md").read_text()
+    assert json.loads((out / "training_args.json").read_text())["encoder_layers"] == 1
 
 
 def test_the_settings_hold_every_option_typed_and_filled_once():

@@ -81,11 +81,12 @@ def base_model(name: str) -> str | None:
     return BACKBONES[name].base_model if name in BACKBONES else None
 
 
-def description(name: str) -> str:
-    """What the model card says the backbone is."""
-    if name in BACKBONES:
-        return BACKBONES[name].description
-    return f"the pretrained encoder at `{name}`, fine-tuned"
+def description(name: str, encoder_layers: int | None = None) -> str:
+    """What the model card says the backbone is (an encoder cut to its first `encoder_layers` layers says so)."""
+    text = BACKBONES[name].description if name in BACKBONES else f"the pretrained encoder at `{name}`, fine-tuned"
+    if encoder_layers is None:
+        return text
+    return f"{text}, cut to its first {encoder_layers} layer{'s' if encoder_layers > 1 else ''}"
 
 
 def unknown_backbone_message(name: str) -> str:

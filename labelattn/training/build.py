@@ -29,6 +29,7 @@ def build_model(
 ):
     """A new classifier for `label_names` on the backbone the options name; the hierarchy, if any, goes into its
     config (PretrainedConfig keeps extra keyword arguments in config.json)."""
+    import transformers
     from transformers import AutoConfig
 
     from configuration_labelattn import LabelAttnConfig
@@ -69,7 +70,17 @@ def build_model(
         model = LabelAttnForSequenceClassification(config)
         initialise_embeddings(model, settings.embeddings)  # the vectors are in the saved weights: loading needs nothing
     else:
-        model = LabelAttnForSequenceClassification.from_encoder(backbones.encoder_path(settings.backbone), **common)
+        # The layers --encoder-layers leaves out are in the encoder's weights file: transformers reports them as
+        # unexpected keys, a table of warnings that says only what the option asked for.
+        verbosity = transformers.logging.get_verbosity()
+        if settings.encoder_layers is not None:
+            transformers.logging.set_verbosity_error()
+        try:
+            model = LabelAttnForSequenceClassification.from_encoder(
+                backbones.encoder_path(settings.backbone), settings.encoder_layers, **common
+            )
+        finally:
+            transformers.logging.set_verbosity(verbosity)
     model.get_input_embeddings().weight.requires_grad_(not settings.freeze_embeddings)
     return model
 

@@ -160,7 +160,7 @@ def model_card(
     calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given. The card's sections in
     reading order, one after another: long as the card is, not branched."""
     name = repo_id.split("/")[-1] if repo_id else Path(settings.output_dir).name
-    backbone = backbones.description(settings.backbone)
+    backbone = backbones.description(settings.backbone, settings.encoder_layers)
     if backbones.backbone_kind(settings.backbone) == "embedding":
         backbone = embedding_backbone_text(settings)
     record = data.split_record

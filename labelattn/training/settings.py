@@ -26,7 +26,7 @@ AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # a
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
-SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0}
+SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0, "encoder_layers": None}
 # The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
 DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
@@ -55,6 +55,7 @@ class TrainSettings:
     hierarchy_levels: list[str] | None  # names of the hierarchy's levels, top first
     # model
     backbone: str  # a named backbone (`backbones.BACKBONES`) or a local encoder folder
+    encoder_layers: int | None  # with an encoder backbone, the first layers kept (None: all)
     pooling: str  # "label_attention" or "mean"
     label_descriptions: bool | None  # queries computed from descriptions (None: not given, as runs before the option)
     label_residual_dropout: float | None  # with label_descriptions, a probability; None otherwise
@@ -132,6 +133,25 @@ def check_settings(settings: TrainSettings) -> None:
         )
     if not backbones.is_backbone(settings.backbone):
         raise TrainingError(backbones.unknown_backbone_message(settings.backbone))
+    if settings.encoder_layers is not None:
+        check_encoder_layers(settings)
+
+
+def check_encoder_layers(settings: TrainSettings) -> None:
+    """`--encoder-layers` keeps the first layers of an encoder: refused for the embedding backbone, and beyond the
+    encoder's own count (the config's rule, read from the encoder folder's config.json: no weights are loaded)."""
+    if backbones.backbone_kind(settings.backbone) != "encoder":
+        raise TrainingError(
+            f"--encoder-layers keeps the first layers of an encoder, and --backbone {settings.backbone} has none: "
+            "add --backbone minilm (or an encoder folder), or drop the option."
+        )
+    from transformers import AutoConfig
+
+    from configuration_labelattn import encoder_layers_problem
+
+    encoder = AutoConfig.from_pretrained(backbones.encoder_path(settings.backbone))
+    if (problem := encoder_layers_problem(settings.encoder_layers, encoder)) is not None:
+        raise TrainingError(f"--encoder-layers {problem}.")
 
 
 def check_numbers(settings: TrainSettings) -> None:
