@@ -27,7 +27,8 @@ Scores: top-1 accuracy, macro-F1 (scikit-learn's, over the classes in the test l
 `labelattn train` reports it), precision@5 (for single-label data the top-5 accuracy over 5, as the shipped
 `precision_at_k` metric defines it; the top-5 accuracy, i.e. recall@5, beside it), and the accuracy at each upper
 level of the data's hierarchy (a predicted class implies its groups), from each system's 5 best classes.
-Training seconds are wall-clock; prediction rows/s time the whole test split (tokenising included), top 5 asked.
+Training seconds are wall-clock (and, for a model trained here beside fastText, printed over fastText's);
+prediction rows/s time the whole test split (tokenising included), top 5 asked.
 
 For every system that gives probabilities (fastText's own, the calibrated TF-IDF's, labelattn's
 after its temperature), the expected calibration error on test and the automatic coding rate at 95% and 97%
@@ -336,6 +337,17 @@ def goal(rows: list[tuple], anchors: list[str]) -> str:
     )
 
 
+def time_ratios(rows: list[tuple]) -> str:
+    """Each labelattn model trained here: its training time over fastText's in the same run, where fastText ran."""
+    seconds = {name: train_seconds for name, _, train_seconds, *_ in rows}
+    fasttext = seconds.get(SYSTEMS["fasttext"][0])
+    trained = {name: s for name, s in seconds.items() if name.startswith("labelattn") and s is not None}
+    if fasttext is None or not trained:
+        return ""
+    ratios = [f"{name}: {train_seconds / fasttext:.2f}×" for name, train_seconds in trained.items()]
+    return f"\n\nTraining time against fastText's {fasttext:.0f} s in this run: {'; '.join(ratios)}."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", nargs="+", default=["trec", "trec-fine"], help="built-in data sets")
@@ -357,7 +369,7 @@ def main() -> None:
             flush=True,
         )
         rows = run_systems(name, data, args)
-        text = f"{table(data, rows)}\n\n{goal(rows, [SYSTEMS[key][0] for key in args.systems])}"
+        text = f"{table(data, rows)}\n\n{goal(rows, [SYSTEMS[key][0] for key in args.systems])}{time_ratios(rows)}"
         print(text, flush=True)
         coded = coding_table([(label, score, coding) for label, score, *_, coding in rows])
         print(f"\nCalibration and the automatic coding rate:\n\n{coded}", flush=True)

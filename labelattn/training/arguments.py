@@ -97,9 +97,9 @@ def add_model_options(group: DeclaredGroup) -> None:
         type=int,
         metavar="N",
         help="With an encoder backbone: keep its first N layers, with their pretrained weights, and leave the rest "
-        "out (default: all). Fewer layers cost less a token: --backbone minilm --encoder-layers 2 is the most "
-        "accurate recipe measured on TREC and ICD-10-CM, at several times the embedding backbone's time "
-        "(docs/many-classes.md).",
+        "out (default: all). Fewer layers cost less a token: on ICD-10-CM, --backbone minilm --encoder-layers 2 "
+        "--learning-rate 1e-4 --mixed-precision bf16 trained in 55%% of all 6 layers' time, 0.45 points of top-1 "
+        "below them (docs/many-classes.md).",
     )
     group.add_argument("--pooling", choices=["label_attention", "mean"], default="label_attention")
     group.add_argument(
