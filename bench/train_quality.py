@@ -44,6 +44,11 @@ THROUGHPUT_SYSTEMS = {
     "label attention, keys of 16 per head": ["--attention-key-size", "16"],
     "label attention, keys of 8 per head": ["--attention-key-size", "8"],
     "label attention, no label projections": ["--no-label-projections"],
+    "the many-class recipe": ["--no-label-projections", "--token-context-width", "3"],
+    "the fast many-class recipe": [
+        *["--no-label-projections", "--token-context-width", "3"],
+        *["--num-attention-heads", "1", "--attention-key-size", "32", "--scorer-rank", "64"],
+    ],
     "mean pooling": ["--pooling", "mean"],
 }
 # Variants of the embedding backbone: `labelattn train` options added to the defaults.

@@ -621,14 +621,17 @@ def test_a_frozen_token_table_is_left_out_of_the_optimizer(options, frozen):
     [
         ([], []),
         (["--no-label-projections"], ["labelattn.label_attention.label_embeddings", "classifier.weight"]),
-        (["--no-label-projections", "--scorer-rank", "4"], ["labelattn.label_attention.label_embeddings"]),
+        (
+            ["--no-label-projections", "--scorer-rank", "4"],
+            ["labelattn.label_attention.label_embeddings", "classifier.weight"],
+        ),
         (["--no-label-projections", "--scorer", "shared"], ["labelattn.label_attention.label_embeddings"]),
     ],
 )
 def test_a_classs_own_parameters_learn_faster_without_the_label_projections(options, own):
-    """Without the shared maps, each class's query (and a full scorer per class) is its own parameter: it learns at
-    `OWN_CLASS_LEARNING_RATE_SCALE` times the head's rate; a shared scorer's `w` and a rank-r scorer's codes (read
-    through the shared basis) keep the head's; every trained parameter is in exactly one group."""
+    """Without the shared maps, each class's query and scorer (full, or a rank-r scorer's code) are its own
+    parameters: they learn at `OWN_CLASS_LEARNING_RATE_SCALE` times the head's rate; a shared scorer's `w`, a rank-r
+    scorer's basis and the biases keep the head's; every trained parameter is in exactly one group."""
     options = ["--output-dir", "m", "--hidden-size", "32", "--learning-rate", "2e-3", *options]
     train_settings = settings.TrainSettings.from_args(train_parser().parse_args(options))
     model = build.build_model(train_settings, ["a", "b", "c"], multi_label=False, vocab_size=30522)

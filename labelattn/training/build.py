@@ -137,18 +137,20 @@ OWN_CLASS_LEARNING_RATE_SCALE = 10.0
 
 
 def own_class_parameters(model) -> list["torch.nn.Parameter"]:
-    """The parameters each class owns alone, a row per class, that no shared map multiplies: without the label
-    projections, the queries and a full per-class scorer; none otherwise.
+    """The parameters each class owns alone, a row per class, without the label projections: its query and its
+    scorer (a full `w_c`, or a rank-r scorer's code `e_c`, which the classes' shared basis reads); none otherwise.
 
     Under AdamW each number of a parameter moves by about the learning rate a step. A projected query `W_Q e_c` moves
     by the sum of the moves of `d` numbers of `W_Q` and of `e_c`, a class's own query by its own numbers' alone: at
     the head's rate it learned too slowly (ICD-10-CM 0.9201 top-1 at 1x the rate, 0.9244 at 10x, against 0.9269 with
-    the projections; TREC's macro-F1 0.8365 at 1x, 0.8604 at 10x, against 0.8627; docs/model.md)."""
+    the projections; TREC's macro-F1 0.8365 at 1x, 0.8604 at 10x, against 0.8627; docs/model.md). A rank-64 code
+    moves `w_c = e_c P` by 64 numbers' moves where a full scorer moves 384: at 1x one narrow head with it reached
+    ICD-10-CM 0.8563, at 10x 0.9248 (docs/many-classes.md, "The fast many-class recipe")."""
     head, config = model.labelattn.label_attention, model.config
     if head is None or config.label_projections:
         return []
-    full_scorers = config.scorer == "per_class" and config.scorer_rank is None
-    return [head.label_embeddings, *([model.classifier.weight] if full_scorers else [])]
+    per_class = config.scorer == "per_class"
+    return [head.label_embeddings, *([model.classifier.weight] if per_class else [])]
 
 
 def optimizer_groups(model, settings: "TrainSettings") -> list[dict]:
