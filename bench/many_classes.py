@@ -354,7 +354,13 @@ def main() -> None:
     parser.add_argument("--systems", nargs="*", default=["fasttext", "fasttext-char", "tfidf"], choices=SYSTEMS)
     parser.add_argument("--autotune-seconds", type=int, default=60, help="fastText autotune's search time")
     parser.add_argument("--model", nargs="*", default=[], type=Path, help="saved models to score (one data set)")
-    parser.add_argument("--train", nargs="*", default=[], help="`labelattn train` options to train and score")
+    parser.add_argument(
+        "--train",
+        nargs="*",
+        action="extend",
+        default=[],
+        help="`labelattn train` options to train and score (repeatable)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="rounds of every system; median times")
     parser.add_argument("--docs", action="store_true", help=f"write each table into {DOCS.relative_to(ROOT)}")
     args = parser.parse_args()
