@@ -38,11 +38,11 @@ class Probabilities:
         self.model, self.removal, self.baseline_id, self.batch_size = model, removal, baseline_id, batch_size
 
     def __call__(self, asked: list[tuple[TokenizedText, frozenset[int], int]]) -> list[float]:
-        rows: dict[tuple[int, ...], int] = {}
+        rows: dict[tuple, int] = {}
         inputs, where = [], []
         for item, removed, _ in asked:
             perturbed = perturb(item, set(removed), self.removal, self.baseline_id)
-            key = tuple(perturbed.input_ids)
+            key = (tuple(perturbed.input_ids), tuple(perturbed.token_type_ids or ()))
             if key not in rows:
                 rows[key] = len(inputs)
                 inputs.append(perturbed)
@@ -85,7 +85,8 @@ def ceiling(
     each method's mean comprehensiveness there, and how many texts were searched exhaustively."""
     per_text = results["per_text"]
     rows = next(iter(per_text.values()))
-    items = tokenize(tokenizer, [row["text"] for row in rows], token_limit(model, tokenizer))
+    texts = [(row["text"], row["text_pair"]) if row.get("text_pair") is not None else row["text"] for row in rows]
+    items = tokenize(tokenizer, texts, token_limit(model, tokenizer))
     for item, row in zip(items, rows, strict=True):
         if len(item.words) != row["num_words"]:
             raise SystemExit(f"{row['text']!r}: {len(item.words)} words here, {row['num_words']} in the results.")
