@@ -25,31 +25,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explainers import load_classifier  # noqa: E402
-from explainers.base import predict_logits, probabilities  # noqa: E402
-from explainers.evaluation.faithfulness import perturb  # noqa: E402
+from explainers.evaluation.faithfulness import ProbabilityPool  # noqa: E402
 from explainers.models import baseline_token_id, token_limit  # noqa: E402
 from explainers.words import TokenizedText, tokenize  # noqa: E402
 
 
 class Probabilities:
-    """p(target | item without the words removed) of many perturbed inputs, each distinct input computed once."""
+    """p(target | item without the words removed) of many perturbed inputs, through the pool that
+    `evaluate_faithfulness` uses (each distinct input computed once, in length-sorted batches)."""
 
     def __init__(self, model, removal: str, baseline_id: int, batch_size: int) -> None:
-        self.model, self.removal, self.baseline_id, self.batch_size = model, removal, baseline_id, batch_size
+        self.settings = (model, removal, baseline_id, batch_size)
 
     def __call__(self, asked: list[tuple[TokenizedText, frozenset[int], int]]) -> list[float]:
-        rows: dict[tuple, int] = {}
-        inputs, where = [], []
-        for item, removed, _ in asked:
-            perturbed = perturb(item, set(removed), self.removal, self.baseline_id)
-            key = (tuple(perturbed.input_ids), tuple(perturbed.token_type_ids or ()))
-            if key not in rows:
-                rows[key] = len(inputs)
-                inputs.append(perturbed)
-            where.append(rows[key])
+        pool = ProbabilityPool(*self.settings)
+        rows = [pool.add(item, removed) for item, removed, _ in asked]
         with torch.no_grad():
-            probs = probabilities(self.model, predict_logits(self.model, inputs, self.baseline_id, self.batch_size))
-        return [float(probs[row, target]) for row, (_, _, target) in zip(where, asked, strict=True)]
+            probs = pool.run()
+        return [float(probs[row, target]) for row, (_, _, target) in zip(rows, asked, strict=True)]
 
 
 def lowest_by_size(
@@ -57,9 +50,9 @@ def lowest_by_size(
 ) -> list[dict[int, float]]:
     """Per text, the lowest p(target) found after removing n words, for every n from 1 to its word count."""
     lowest: list[dict[int, float]] = [{} for _ in items]
-    exact = [i for i, item in enumerate(items) if len(item.words) <= exact_words]
+    exact = {i for i, item in enumerate(items) if len(item.words) <= exact_words}
     owners, asked = [], []
-    for i in exact:
+    for i in sorted(exact):
         for size in range(1, len(items[i].words) + 1):
             for subset in itertools.combinations(range(len(items[i].words)), size):
                 owners.append(i)
@@ -96,7 +89,7 @@ def ceiling(
         sum(row["probability"] - low[n] for n in row["words_per_percentage"]) / len(row["words_per_percentage"])
         for row, low in zip(rows, lowest, strict=True)
     ) / len(rows)
-    methods = {name: sum(row["comprehensiveness"] for row in texts) / len(texts) for name, texts in per_text.items()}
+    methods = {name: sum(row["comprehensiveness"] for row in done) / len(done) for name, done in per_text.items()}
     return bound, methods, sum(len(item.words) <= exact_words for item in items)
 
 

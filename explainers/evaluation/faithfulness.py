@@ -261,7 +261,7 @@ def perturb(item: TokenizedText, removed: set[int], removal: str, baseline_token
     )
 
 
-class _ProbabilityPool:
+class ProbabilityPool:
     """Perturbed inputs collected from many texts, each distinct one computed once, in length-sorted batches."""
 
     def __init__(self, model: PreTrainedModel, removal: str, baseline_token_id: int, batch_size: int):
@@ -305,7 +305,7 @@ class _Plan:
         cls,
         exp: Explanation,
         item: TokenizedText,
-        pool: _ProbabilityPool,
+        pool: ProbabilityPool,
         percentages: Sequence[float],
         tau_loo: bool,
         rationale: list[bool] | None,
@@ -500,7 +500,7 @@ def evaluate_faithfulness(
     options.update(plausibility_options)
 
     # Register every input of every explanation first, read the probabilities after one pass over the pool.
-    pool = _ProbabilityPool(model, removal, options["baseline_token_id"], batch_size)
+    pool = ProbabilityPool(model, removal, options["baseline_token_id"], batch_size)
     plans = {
         name: [
             _Plan.of(exp, item, pool, percentages, tau_loo, masks[i] if masks is not None else None)
