@@ -89,7 +89,7 @@ def ceiling(
         sum(row["probability"] - low[n] for n in row["words_per_percentage"]) / len(row["words_per_percentage"])
         for row, low in zip(rows, lowest, strict=True)
     ) / len(rows)
-    methods = {name: sum(row["comprehensiveness"] for row in done) / len(done) for name, done in per_text.items()}
+    methods = {row["method"]: row["comprehensiveness"] for row in results["rows"]}  # the report's own means
     return bound, methods, sum(len(item.words) <= exact_words for item in items)
 
 
