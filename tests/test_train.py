@@ -123,10 +123,13 @@ def test_trained_folder_loads_and_predicts(tiny_csv, tmp_path):
     assert f"{accuracy:.4f}" in (out / "README.md").read_text()
 
 
-@pytest.mark.parametrize("order", [[], ["--group-by-length"]], ids=["random-batches", "grouped-by-length"])
+@pytest.mark.parametrize(
+    "order", [[], ["--group-by-length", "--ema-decay", "0.9"]], ids=["random-batches", "grouped-by-length-ema"]
+)
 def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path, order):
     """Bit-identical after a resume, with either batch order (the grouped one draws its order, and its loader its
-    base seed, from generators of its own: drawn from the global random state, dropout's, they changed the weights)."""
+    base seed, from generators of its own: drawn from the global random state, dropout's, they changed the weights),
+    and with the moving average of the weights that is saved (it is resumed from the checkpoint too)."""
     common = ["--data", tiny_csv, *TINY, "--checkpoint-every", "20", *order]
     full = train(*common, "--output-dir", tmp_path / "full", env={"LABELATTN_RUN_LOG": str(tmp_path / "full.log")})
     assert full.returncode == 0, full.stderr
@@ -152,6 +155,27 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path, orde
     assert after[0][1] == 41
     assert [b for b in before if b[1] <= 40] + after == uninterrupted
     assert not partial.exists()
+
+
+def test_the_saved_weights_are_the_moving_average_of_the_steps_weights(tiny_csv, tmp_path):
+    """--ema-decay 0.25 over two optimizer steps (a checkpoint after each holds that step's weights): the saved
+    model's weights are 0.25 x the first step's + 0.75 x the second's."""
+    out = tmp_path / "model"
+    # The 120 rows leave 96 to train on (80%): batches of 48, one epoch, two steps.
+    result = train(
+        "--data", tiny_csv, *TINY, "--batch-size", "48", "--epochs", "1", "--ema-decay", "0.25",
+        "--checkpoint-every", "1", "--output-dir", out,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [checkpoints.step_of(p) for p in checkpoints.complete_checkpoints(out)] == [1, 2]
+    first, second = (load_file(checkpoints.checkpoint_dir(out, step) / "model.safetensors") for step in (1, 2))
+    saved = load_file(out / "model.safetensors")
+    trained = [name for name in saved if not torch.equal(first[name], second[name])]
+    assert trained, "no weight changed between the two steps"
+    for name in saved:
+        expected = 0.25 * first[name] + 0.75 * second[name]
+        assert torch.allclose(saved[name], expected, rtol=1e-6, atol=1e-7 * expected.abs().max().item()), name
+        assert not torch.equal(saved[name], second[name]) or name not in trained
 
 
 def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
@@ -388,6 +412,7 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--warmup-ratio", "nan"], "--warmup-ratio must be in [0, 1)"),
         (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1), got 1.0"),
         (["--label-smoothing", "nan"], "--label-smoothing must be in [0, 1), got nan"),
+        (["--ema-decay", "1"], "--ema-decay must be in [0, 1), got 1.0"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
         (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),

@@ -249,6 +249,13 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
         "the probabilities again (default: 0.1 for single-label data, 0 for multi-label data, where it is refused).",
     )
     group.add_argument(
+        "--ema-decay",
+        type=float,
+        help="Save the exponential moving average of the weights (torch.optim.swa_utils.AveragedModel), updated "
+        "after every optimizer step with this decay, instead of the last weights (default: off; 0.999 averages "
+        "about the last 1,000 steps, see docs/many-classes.md).",
+    )
+    group.add_argument(
         "--mixed-precision",
         choices=MIXED_PRECISION,
         help="Mixed precision (default: as set by `accelerate config` / `accelerate launch`, else no).",

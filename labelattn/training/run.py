@@ -114,6 +114,8 @@ def training_step(run: Training, batch: dict):
         run.optimizer.step()
         run.scheduler.step()
         run.optimizer.zero_grad()
+        if run.average is not None and accelerator.sync_gradients:
+            run.average.update_parameters(accelerator.unwrap_model(model))
     return loss
 
 
@@ -177,6 +179,16 @@ def train_epochs(run: Training):
     if not checkpoints.is_complete(checkpoints.checkpoint_dir(run.output_dir, progress.steps)):
         save_checkpoint(run)  # the final state, unless a checkpoint was saved (or resumed from) at this step
     return validation
+
+
+def use_average(run: Training) -> None:
+    """Give the model the moving average's weights (--ema-decay), the ones scored, calibrated and saved."""
+    import torch
+
+    model = run.accelerator.unwrap_model(run.model)
+    with torch.no_grad():
+        for weight, averaged in zip(model.parameters(), run.average.module.parameters(), strict=True):
+            weight.copy_(averaged)
 
 
 def predict(run: Training, split: str):
@@ -293,6 +305,9 @@ def train(settings: TrainSettings) -> int:
     else:
         start_fresh(training)
     validation = train_epochs(training)
+    if training.average is not None:
+        use_average(training)
+        validation = None  # the last epoch's validation scored the last weights
     scores, report = final_scores(training, validation)
     save_model(training, scores, report)
     training.accelerator.print(f"test {format_scores(scores['test'])}")

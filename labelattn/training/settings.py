@@ -26,7 +26,7 @@ AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # a
 AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
-SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0, "encoder_layers": None}
+SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0, "encoder_layers": None, "ema_decay": None}
 # The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
 DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
@@ -83,6 +83,7 @@ class TrainSettings:
     gradient_accumulation_steps: int  # batches per optimizer step
     max_grad_norm: float  # gradients clipped to this norm
     label_smoothing: float | None  # share of a single-label target spread over the classes (None: `label_smoothing`)
+    ema_decay: float | None  # the decay of the weights' moving average that is saved (None: the last weights)
     mixed_precision: str | None  # "no", "fp16", "bf16", or None: as Accelerate is configured
     seed: int  # seed of initialisation, data order and dropout
     # output
@@ -182,6 +183,8 @@ def check_numbers(settings: TrainSettings) -> None:
         refuse("warmup_ratio", "in [0, 1)")
     if settings.label_smoothing is not None and not 0 <= settings.label_smoothing < 1:
         refuse("label_smoothing", "in [0, 1)")
+    if settings.ema_decay is not None and not 0 <= settings.ema_decay < 1:
+        refuse("ema_decay", "in [0, 1)")
     refuse_if("classifier_dropout", dropout_problem)
     if settings.label_residual_dropout is not None:
         refuse_if("label_residual_dropout", dropout_problem)

@@ -9,7 +9,7 @@ from typing import Any
 from labelattn.training.build import build_model, optimizer_groups, tokenized_loaders
 from labelattn.training.events import RunEvents
 from labelattn.training.scores import load_metrics
-from labelattn.training.settings import TrainSettings, label_smoothing
+from labelattn.training.settings import TrainingError, TrainSettings, label_smoothing
 
 
 def load_training_data(settings: TrainSettings):
@@ -63,6 +63,8 @@ class Training:
     metrics: dict
     steps_per_epoch: int
     events: RunEvents  # called at the run's named points (labelattn.training.events)
+    # The moving average of the weights that is saved (`torch.optim.swa_utils.AveragedModel`), or None (--ema-decay).
+    average: Any = None
     progress: Progress = field(default_factory=Progress)
 
     @property
@@ -134,5 +136,23 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer) -> Training:
         events=RunEvents.from_env(accelerator.process_index),
     )
     accelerator.register_for_checkpointing(run.progress)
+    if settings.ema_decay is not None:
+        run.average = moving_average(accelerator, model, settings.ema_decay)
+        accelerator.register_for_checkpointing(run.average)
     accelerator.register_save_state_pre_hook(lambda *_: run.events("save_state", step=run.progress.steps))
     return run
+
+
+def moving_average(accelerator, model, decay: float):
+    """A copy of the prepared model's weights that `update_parameters` moves towards them: after the first update
+    they are its weights, after each next `decay` x the average + (1 - decay) x the weights."""
+    from accelerate.utils import DistributedType
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        # Each process holds a shard of the weights there: an average of its shard would not be the model's.
+        raise TrainingError(
+            f"--ema-decay averages the whole model's weights in every process, and a {accelerator.distributed_type} "
+            "launch shards them: drop --ema-decay, or launch with DDP (`accelerate launch --multi_gpu`)."
+        )
+    return AveragedModel(accelerator.unwrap_model(model), multi_avg_fn=get_ema_multi_avg_fn(decay))
