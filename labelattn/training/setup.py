@@ -149,10 +149,11 @@ def moving_average(accelerator, model, decay: float):
     from accelerate.utils import DistributedType
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+    deepspeed = accelerator.state.deepspeed_plugin
+    if accelerator.distributed_type == DistributedType.FSDP or (deepspeed and deepspeed.zero_stage == 3):
         # Each process holds a shard of the weights there: an average of its shard would not be the model's.
         raise TrainingError(
-            f"--ema-decay averages the whole model's weights in every process, and a {accelerator.distributed_type} "
-            "launch shards them: drop --ema-decay, or launch with DDP (`accelerate launch --multi_gpu`)."
+            "--ema-decay averages the whole model's weights in every process, and FSDP or DeepSpeed ZeRO-3 shard "
+            "them: drop --ema-decay, or launch with DDP or ZeRO-1/2."
         )
     return AveragedModel(accelerator.unwrap_model(model), multi_avg_fn=get_ema_multi_avg_fn(decay))
