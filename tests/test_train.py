@@ -178,6 +178,37 @@ def test_the_saved_weights_are_the_moving_average_of_the_steps_weights(tiny_csv,
         assert not torch.equal(saved[name], second[name]) or name not in trained
 
 
+@pytest.mark.parametrize(
+    "launch, refused",
+    [("MULTI_GPU", False), ("DEEPSPEED", False), ("DEEPSPEED", True), ("FSDP", True)],
+    ids=["ddp", "zero-2", "zero-3", "fsdp"],
+)
+def test_the_moving_average_is_refused_only_where_the_weights_are_sharded(launch, refused):
+    """FSDP and ZeRO-3 give each process a shard of the weights, so --ema-decay is refused there (the launch decides
+    it, so this is checked on the Accelerator's state); DDP and ZeRO-1/2 hold the whole model and average it."""
+    from accelerate.utils import DistributedType
+    from torch.optim.swa_utils import AveragedModel
+
+    from labelattn.training.setup import moving_average
+
+    zero_stage = 3 if refused else 2
+    deepspeed = SimpleNamespace(zero_stage=zero_stage) if launch == "DEEPSPEED" else None
+    accelerator = SimpleNamespace(
+        distributed_type=DistributedType[launch],
+        state=SimpleNamespace(deepspeed_plugin=deepspeed),
+        unwrap_model=lambda model: model,
+    )
+    model = torch.nn.Linear(3, 2)
+    if refused:
+        with pytest.raises(settings.TrainingError, match="drop --ema-decay, or launch with DDP or ZeRO-1/2"):
+            moving_average(accelerator, model, 0.9)
+        return
+    average = moving_average(accelerator, model, 0.9)
+    assert isinstance(average, AveragedModel)
+    for mine, its in zip(model.parameters(), average.module.parameters(), strict=True):
+        assert torch.equal(mine, its) and mine.data_ptr() != its.data_ptr()  # a copy, not the weights themselves
+
+
 def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]

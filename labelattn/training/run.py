@@ -298,7 +298,8 @@ def train(settings: TrainSettings) -> int:
     tokenizer = load_tokenizer(settings.backbone)
     check_max_length(settings, tokenizer)
     label_smoothing(settings, data.multi_label)  # refused for multi-label data
-    # Every user error has surfaced by now, before any process group, model or file exists.
+    # Every user error has surfaced by now, before any process group, model or file exists, but one that the launch
+    # decides: --ema-decay where the weights are sharded, refused by set_up before any file is written.
     training = set_up(make_accelerator(settings), settings, data, tokenizer)
     if settings.resume:
         resume(training)
