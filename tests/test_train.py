@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from configuration_labelattn import dropout_problem, token_context_width_problem
-from labelattn import cli
+from labelattn import cli, minilm_path
 from labelattn.training import arguments, build, calibration, card, checkpoints, run, settings
 from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
@@ -207,6 +207,52 @@ def test_the_moving_average_is_refused_only_where_the_weights_are_sharded(launch
     assert isinstance(average, AveragedModel)
     for mine, its in zip(model.parameters(), average.module.parameters(), strict=True):
         assert torch.equal(mine, its) and mine.data_ptr() != its.data_ptr()  # a copy, not the weights themselves
+
+
+def test_a_student_distilled_with_weight_1_learns_its_teachers_classes_not_the_labels(tiny_csv, tmp_path):
+    """--distill-from TEACHER --distill-weight 1: the labels weigh nothing, so a student trained on the true rows
+    predicts what a teacher trained on relabelled rows (each planted word's class moved on by one) predicts. The
+    targets reach the shuffled batches through the rows' ids: misplaced, they would teach no consistent class."""
+    moved = dict(zip(KEYS, list(KEYS)[1:] + list(KEYS)[:1], strict=True))
+    relabelled = [{**row, "label": moved[row["label"]]} for row in planted_rows(120)]
+    teacher, student = tmp_path / "teacher", tmp_path / "student"
+    result = train("--data", write_csv(tmp_path / "moved.csv", relabelled), *TINY, "--output-dir", teacher)
+    assert result.returncode == 0, result.stderr
+    result = train(
+        "--data", tiny_csv, *TINY, "--distill-from", teacher, "--distill-weight", "1", "--output-dir", student
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads((student / settings.SETTINGS_FILE).read_text())["distill_from"] == [str(teacher)]
+    rows = planted_rows(30, seed=7)
+    predicted = {}
+    for folder in (teacher, student):
+        model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        with torch.no_grad():
+            logits = model(**tokenizer([row["text"] for row in rows], padding=True, return_tensors="pt")).logits
+        predicted[folder] = [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
+    for folder in (teacher, student):  # the teacher learnt its classes, and the student learnt the teacher's
+        assert sum(p == moved[row["label"]] for p, row in zip(predicted[folder], rows, strict=True)) >= 27, folder
+
+
+def test_a_teacher_without_the_datas_classes_is_refused_before_any_folder(tmp_path):
+    """A teacher must give a probability to each of the data's classes: one with other classes is refused by name,
+    and multi-label data, which has no one class per text to distil, is refused too."""
+    from explainers.loading import register_labelattn
+
+    register_labelattn()
+    teacher = tmp_path / "teacher"
+    make_model(num_labels=3).save_pretrained(teacher)
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(teacher)
+    data = write_csv(tmp_path / "data.csv", planted_rows(60))
+    code, message = run_cli("--data", data, "--distill-from", teacher, "--output-dir", tmp_path / "out")
+    assert code == 2 and f"--distill-from {teacher}: a teacher must have the data's classes" in message, message
+    assert "['animal', 'plant', 'stone'] (3)" in message, message
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(json.dumps({"text": r["text"], "label": [r["label"]]}) + "\n" for r in planted_rows(60)))
+    code, message = run_cli("--data", multi, "--distill-from", teacher, "--output-dir", tmp_path / "out")
+    assert code == 2 and "--distill-from trains against the teachers' probabilities of one class" in message, message
+    assert not (tmp_path / "out").exists()
 
 
 def test_two_processes_see_disjoint_data_and_save_one_model(tiny_csv, tmp_path):
@@ -444,6 +490,9 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1), got 1.0"),
         (["--label-smoothing", "nan"], "--label-smoothing must be in [0, 1), got nan"),
         (["--ema-decay", "1"], "--ema-decay must be in [0, 1), got 1.0"),
+        (["--distill-weight", "0.5"], "--distill-weight weighs the teachers' targets: add --distill-from"),
+        (["--distill-from", "x", "--distill-weight", "0"], "--distill-weight must be in (0, 1], got 0.0"),
+        (["--distill-from", "/no/such/teacher"], "--distill-from /no/such/teacher: "),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
         (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),

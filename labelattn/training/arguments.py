@@ -11,6 +11,8 @@ from labelattn.training.backbones import BACKBONES
 
 # With --label-descriptions (see docs/many-classes.md for the measurement that chose it).
 DEFAULT_RESIDUAL_DROPOUT = 0.5
+# With --distill-from: the teachers' share of the loss, the labels' the rest (Hinton et al.'s usual half).
+DEFAULT_DISTILL_WEIGHT = 0.5
 # Options that say how to run, not what to train: left out of the recorded command.
 NOT_RECORDED = ("resume", "overwrite")
 
@@ -254,6 +256,20 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
         help="Save the exponential moving average of the weights (torch.optim.swa_utils.AveragedModel), updated "
         "after every optimizer step with this decay, instead of the last weights (default: off; 0.999 averages "
         "about the last 1,000 steps, see docs/many-classes.md).",
+    )
+    group.add_argument(
+        "--distill-from",
+        type=comma_separated,
+        metavar="MODEL[,MODEL...]",
+        help="Knowledge distillation: train against the mean probabilities that these trained classifiers (model "
+        "folders with the data's classes, such as labelattn train's) give each training text, as well as against "
+        "the labels; computed once before training (default: off; see docs/many-classes.md).",
+    )
+    group.add_argument(
+        "--distill-weight",
+        type=float,
+        help="With --distill-from, the teachers' share of the loss, in (0, 1]; the labels weigh the rest "
+        f"(default: {DEFAULT_DISTILL_WEIGHT}).",
     )
     group.add_argument(
         "--mixed-precision",

@@ -11,9 +11,9 @@ scores and calibration, the saved model. The rest of `labelattn.training` has on
 (`arguments`), the checked settings the run reads past the command line (`settings.TrainSettings`, with the
 defaults that depend on the backbone) and the rules of resuming (`settings`), the model and its loaders
 (`build`), the prepared run (`setup`), the scores (`scores`), the temperature fitted on validation
-(`calibration`), the calibration error and automatic coding rates it gives (`coding_report`), the named backbones
-(`backbones`), the rules of the output folder (`checkpoints`), and the named points of a run, where the
-fault-injection tests stop it (`events`).
+(`calibration`), the calibration error and automatic coding rates it gives (`coding_report`), the teachers' targets
+of `--distill-from` (`distillation`), the named backbones (`backbones`), the rules of the output folder
+(`checkpoints`), and the named points of a run, where the fault-injection tests stop it (`events`).
 """
 
 import argparse
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from labelattn.training import checkpoints
 from labelattn.training.arguments import add_arguments
 from labelattn.training.build import load_tokenizer
+from labelattn.training.distillation import distillation_loss, load_teachers, pop_targets
 from labelattn.training.scores import format_scores, predict_split, split_scores
 from labelattn.training.settings import (
     SETTINGS_FILE,
@@ -92,13 +93,19 @@ def diverged(run: Training, what: str, step: int) -> "TrainingError":
 def training_loss(run: Training, batch: dict):
     """The batch's loss: the model's own, or with label smoothing the cross-entropy against targets that spread
     `run.label_smoothing` of each text's weight evenly over the classes, computed here from the logits as
-    transformers' Trainer does (`label_smoothing_factor`), so that the model's `loss` stays the plain one."""
-    if not run.label_smoothing:
+    transformers' Trainer does (`label_smoothing_factor`), so that the model's `loss` stays the plain one; with
+    `--distill-from`, that and the cross-entropy against the teachers' targets, weighed by `--distill-weight`."""
+    teacher = pop_targets(batch)
+    if not run.label_smoothing and teacher is None:
         return run.model(**batch).loss
     import torch
 
     logits = run.model(**{name: value for name, value in batch.items() if name != "labels"}).logits
-    return torch.nn.functional.cross_entropy(logits.float(), batch["labels"], label_smoothing=run.label_smoothing)
+    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"], label_smoothing=run.label_smoothing)
+    if teacher is None:
+        return loss
+    weight = run.settings.distill_weight
+    return (1 - weight) * loss + weight * distillation_loss(logits, *teacher)
 
 
 def training_step(run: Training, batch: dict):
@@ -298,9 +305,11 @@ def train(settings: TrainSettings) -> int:
     tokenizer = load_tokenizer(settings.backbone)
     check_max_length(settings, tokenizer)
     label_smoothing(settings, data.multi_label)  # refused for multi-label data
+    teachers = load_teachers(settings, data.label_names, data.multi_label) if settings.distill_from else None
     # Every user error has surfaced by now, before any process group, model or file exists, but one that the launch
     # decides: --ema-decay where the weights are sharded, refused by set_up before any file is written.
-    training = set_up(make_accelerator(settings), settings, data, tokenizer)
+    training = set_up(make_accelerator(settings), settings, data, tokenizer, teachers)
+    del teachers  # their targets are in the training rows now: their memory is the training's
     if settings.resume:
         resume(training)
     else:

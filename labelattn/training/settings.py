@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from labelattn.training import backbones, checkpoints
-from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT, command_line
+from labelattn.training.arguments import DEFAULT_DISTILL_WEIGHT, DEFAULT_RESIDUAL_DROPOUT, command_line
 
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
 NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "command_line"}
 NOT_SETTINGS |= {"output_dir"}  # the folder holding the settings is not one of them
-PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file"}
+PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file", "distill_from"}
 # Numeric options and the values they take (every float must also be finite).
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
 AT_LEAST_ONE += ("num_attention_heads", "max_length", "attention_key_size")  # attention_key_size: None or >= 1
@@ -27,6 +27,7 @@ AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
 SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0, "encoder_layers": None, "ema_decay": None}
+SAVED_BEFORE |= {"distill_from": None, "distill_weight": None}
 # The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
 DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
@@ -84,6 +85,8 @@ class TrainSettings:
     max_grad_norm: float  # gradients clipped to this norm
     label_smoothing: float | None  # share of a single-label target spread over the classes (None: `label_smoothing`)
     ema_decay: float | None  # the decay of the weights' moving average that is saved (None: the last weights)
+    distill_from: list[str] | None  # the teachers' folders (`distillation`), or None
+    distill_weight: float | None  # with distill_from, the teachers' share of the loss; None otherwise
     mixed_precision: str | None  # "no", "fp16", "bf16", or None: as Accelerate is configured
     seed: int  # seed of initialisation, data order and dropout
     # output
@@ -113,6 +116,8 @@ class TrainSettings:
             values["freeze_embeddings"] = kind == "embedding" and args.embeddings != "random"
         if args.label_descriptions and args.label_residual_dropout is None:
             values["label_residual_dropout"] = DEFAULT_RESIDUAL_DROPOUT
+        if args.distill_from and args.distill_weight is None:
+            values["distill_weight"] = DEFAULT_DISTILL_WEIGHT
         return cls(**values, command_line=command_line(args))
 
 
@@ -132,6 +137,8 @@ def check_settings(settings: TrainSettings) -> None:
             "--untrained-class-offset acts on classes known by their descriptions: add --label-descriptions, or drop "
             "it."
         )
+    if settings.distill_weight is not None and not settings.distill_from:
+        raise TrainingError("--distill-weight weighs the teachers' targets: add --distill-from, or drop it.")
     if not backbones.is_backbone(settings.backbone):
         raise TrainingError(backbones.unknown_backbone_message(settings.backbone))
     if settings.encoder_layers is not None:
@@ -185,6 +192,8 @@ def check_numbers(settings: TrainSettings) -> None:
         refuse("label_smoothing", "in [0, 1)")
     if settings.ema_decay is not None and not 0 <= settings.ema_decay < 1:
         refuse("ema_decay", "in [0, 1)")
+    if settings.distill_weight is not None and not 0 < settings.distill_weight <= 1:
+        refuse("distill_weight", "in (0, 1]")
     refuse_if("classifier_dropout", dropout_problem)
     if settings.label_residual_dropout is not None:
         refuse_if("label_residual_dropout", dropout_problem)
@@ -222,7 +231,9 @@ def settings_of(settings: TrainSettings) -> dict:
     for name, value in asdict(settings).items():
         if name in NOT_SETTINGS:
             continue
-        recorded[name] = os.path.normpath(value) if name in PATH_SETTINGS and value is not None else value
+        if name in PATH_SETTINGS and value is not None:
+            value = [os.path.normpath(path) for path in value] if isinstance(value, list) else os.path.normpath(value)
+        recorded[name] = value
     return recorded
 
 
@@ -235,6 +246,7 @@ def run_inputs(settings: TrainSettings) -> dict[str, Path]:
     """The files and folders the run reads, by option: `--overwrite` must never delete them."""
     given = {"--data": settings.data, "--validation-data": settings.validation_data, "--test-data": settings.test_data}
     given |= {"--backbone": settings.backbone, "--label-file": settings.label_file}
+    given |= {f"--distill-from {folder}": folder for folder in settings.distill_from or ()}
     return {option: Path(value) for option, value in given.items() if value and Path(value).exists()}
 
 

@@ -89,14 +89,24 @@ def make_accelerator(settings: TrainSettings):
     )
 
 
-def set_up(accelerator, settings: TrainSettings, data, tokenizer) -> Training:
-    """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints."""
+def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list | None = None) -> Training:
+    """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints.
+    With `teachers` (`distillation.load_teachers`), the training rows carry their targets."""
+    import dataclasses
+
     import torch
     from accelerate.utils import set_seed
     from transformers import get_linear_schedule_with_warmup
 
+    from labelattn.training.distillation import with_teacher_targets
     from labelattn.training.label_queries import describe_classes
 
+    if teachers:
+        # Every process computes them all (before the seed is set: they draw nothing), then reads its own rows.
+        train = with_teacher_targets(
+            data.splits["train"], teachers, len(data.label_names), accelerator.device, accelerator.is_local_main_process
+        )
+        data = dataclasses.replace(data, splits={**data.splits, "train": train})
     set_seed(settings.seed)
     model = build_model(settings, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
     if settings.label_descriptions:
