@@ -11,7 +11,12 @@ run computes the same ones again. transformers and Accelerate have no distillati
 home.
 """
 
+from typing import TYPE_CHECKING
+
 from labelattn.training.settings import TrainingError, TrainSettings
+
+if TYPE_CHECKING:  # torch loads when a run distils, so that --help stays fast
+    import torch
 
 # The classes kept of each text's target: the teachers' top classes, renormalised. On ICD-10-CM's 1,918 categories
 # the top 32 of two MiniLM models hold 99.2% of their probability on average (the first alone 98.7%), and 32 numbers
@@ -35,6 +40,7 @@ def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: 
             "--distill-from trains against the teachers' probabilities of one class per text, and this data has a "
             "set of labels per row: drop the option."
         )
+    position = {name: index for index, name in enumerate(label_names)}
     teachers = []
     for folder in settings.distill_from:
         try:
@@ -49,11 +55,13 @@ def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: 
                 f"{missing[:5]} ({len(missing)}) and has {extra[:5]} ({len(extra)}) besides: give a model trained "
                 "on this data's classes."
             )
-        teachers.append((model, tokenizer, [label_names.index(name) for name in names]))
+        teachers.append((model, tokenizer, [position[name] for name in names]))
     return teachers
 
 
-def teacher_targets(teachers: list, texts: list[str], num_labels: int, device, batch_size: int = 64, bar=None):
+def teacher_targets(
+    teachers: list, texts: list[str], num_labels: int, device: "str | torch.device", batch_size: int = 64, bar=None
+) -> tuple["torch.Tensor", "torch.Tensor"]:
     """Each text's target: `(classes, probabilities)`, both `(texts, TOP_CLASSES)` (or fewer columns when there are
     fewer classes), the teachers' mean probabilities of their top classes, renormalised to sum to 1."""
     import torch
