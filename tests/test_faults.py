@@ -59,13 +59,14 @@ def reference(data, tmp_path_factory) -> tuple[Path, list[tuple]]:
     return folder / "model", batches(folder / "log")
 
 
-def kill_at(data: Path, out: Path, log: Path, event: str) -> None:
+def kill_at(data: Path, out: Path, log: Path, event: str, *more_options) -> None:
     """Start a run that pauses at `event`, and SIGKILL it there."""
-    kill_run_at(event, log, "--data", data, *OPTIONS, "--output-dir", out)
+    kill_run_at(event, log, "--data", data, *OPTIONS, *more_options, "--output-dir", out)
 
 
-def resume(data: Path, out: Path, log: Path) -> subprocess.CompletedProcess:
-    return train("--data", data, *OPTIONS, "--output-dir", out, "--resume", env={"LABELATTN_RUN_LOG": str(log)})
+def resume(data: Path, out: Path, log: Path, *more_options) -> subprocess.CompletedProcess:
+    options = [*OPTIONS, *more_options, "--output-dir", out, "--resume"]
+    return train("--data", data, *options, env={"LABELATTN_RUN_LOG": str(log)})
 
 
 def assert_same_as_reference(reference, out: Path, killed_log: Path, resumed_log: Path) -> None:
@@ -90,6 +91,34 @@ def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(
     assert resumed.returncode == 0, resumed.stderr
     assert_same_as_reference(reference, out, tmp_path / "killed", tmp_path / "resumed")
     assert (out / "README.md").read_text().startswith("---")
+
+
+@pytest.fixture(scope="module")
+def teacher(data, tmp_path_factory) -> Path:
+    """A smaller model trained one epoch on the same rows: its probabilities are not the labels' one-hot."""
+    folder = tmp_path_factory.mktemp("teacher") / "model"
+    result = train("--data", data, "--hidden-size", "16", "--epochs", "1", "--seed", "2", "--output-dir", folder)
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+def test_a_distilled_run_killed_between_steps_resumes_to_the_uninterrupted_model(data, reference, teacher, tmp_path):
+    """--distill-from: the teacher's targets are computed again on resume and reach the resumed batches' own rows.
+    Without them, or with them on other rows, the resumed run would end with other weights."""
+    distill = ["--distill-from", teacher]
+    uninterrupted, out = tmp_path / "uninterrupted", tmp_path / "model"
+    result = train(
+        "--data", data, *OPTIONS, *distill, "--output-dir", uninterrupted,
+        env={"LABELATTN_RUN_LOG": str(tmp_path / "log")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert max_weight_difference(reference[0], uninterrupted) > 1e-3  # the teacher changed what was learnt
+    kill_at(data, out, tmp_path / "killed", "batch@8", *distill)
+    resumed = resume(data, out, tmp_path / "resumed", *distill)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed at step 5" in resumed.stdout
+    reference_batches = batches(tmp_path / "log")
+    assert_same_as_reference((uninterrupted, reference_batches), out, tmp_path / "killed", tmp_path / "resumed")
 
 
 def damage(path: Path, how: str) -> None:
