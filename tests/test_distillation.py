@@ -1,11 +1,13 @@
 """The teachers' targets of `labelattn train --distill-from` (`labelattn.training.distillation`); the option's runs
 and refusals are tested in test_train.py."""
 
+import pytest
 import torch
 from conftest import make_model
 
 from explainers import predict
-from labelattn.training.distillation import distillation_loss, teacher_targets
+from labelattn.training.distillation import Teacher, distillation_loss, teacher_targets
+from labelattn.training.settings import TrainingError
 
 TEXTS = ["a zebra in the fern", "granite and more granite", "the fern", "zebra", "a stone of granite by a fern"]
 
@@ -16,7 +18,10 @@ def test_the_targets_are_the_teachers_mean_probabilities_in_the_datas_class_orde
     first, second = make_model(seed=0), make_model(seed=1)
     order = [2, 0, 1]  # the second teacher's output j is the data's class order[j]
     classes, probabilities = teacher_targets(
-        [(first, tokenizer, [0, 1, 2]), (second, tokenizer, order)], TEXTS, num_labels=3, device="cpu"
+        [Teacher("first", first, tokenizer, [0, 1, 2]), Teacher("second", second, tokenizer, order)],
+        TEXTS,
+        num_labels=3,
+        device="cpu",
     )
     expected = predict(first, tokenizer, TEXTS).probabilities / 2
     expected[:, order] += predict(second, tokenizer, TEXTS).probabilities / 2
@@ -37,3 +42,17 @@ def test_the_loss_is_the_cross_entropy_against_the_targets():
     full = torch.zeros(2, 3).scatter(1, shuffled, spread)
     expected = -(full * torch.log_softmax(logits, -1)).sum(-1).mean()
     torch.testing.assert_close(distillation_loss(logits, shuffled, spread), expected)
+
+
+def test_a_teacher_whose_logits_are_not_finite_is_refused_by_its_folder(tokenizer):
+    """A teacher that gives NaN logits (a diverged model) would turn every target into NaN: refused, named."""
+    broken = make_model(seed=0)
+    with torch.no_grad():
+        for weight in broken.parameters():
+            weight.fill_(float("nan"))
+    teachers = [
+        Teacher("good", make_model(seed=1), tokenizer, [0, 1, 2]),
+        Teacher("broken", broken, tokenizer, [0, 1, 2]),
+    ]
+    with pytest.raises(TrainingError, match=r"^--distill-from broken: The model gives logits that are not finite"):
+        teacher_targets(teachers, TEXTS, num_labels=3, device="cpu")

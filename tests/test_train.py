@@ -189,7 +189,7 @@ def test_the_moving_average_is_refused_only_where_the_weights_are_sharded(launch
     from accelerate.utils import DistributedType
     from torch.optim.swa_utils import AveragedModel
 
-    from labelattn.training.setup import moving_average
+    from labelattn.training.setup import check_moving_average, moving_average
 
     zero_stage = 3 if refused else 2
     deepspeed = SimpleNamespace(zero_stage=zero_stage) if launch == "DEEPSPEED" else None
@@ -201,12 +201,38 @@ def test_the_moving_average_is_refused_only_where_the_weights_are_sharded(launch
     model = torch.nn.Linear(3, 2)
     if refused:
         with pytest.raises(settings.TrainingError, match="drop --ema-decay, or launch with DDP or ZeRO-1/2"):
-            moving_average(accelerator, model, 0.9)
+            check_moving_average(accelerator)
         return
+    check_moving_average(accelerator)
     average = moving_average(accelerator, model, 0.9)
     assert isinstance(average, AveragedModel)
     for mine, its in zip(model.parameters(), average.module.parameters(), strict=True):
         assert torch.equal(mine, its) and mine.data_ptr() != its.data_ptr()  # a copy, not the weights themselves
+
+
+def test_the_moving_average_of_half_precision_weights_is_kept_in_float32():
+    """DeepSpeed's bf16 module holds the weights in bf16, where the average's steps of (1 - decay) x the difference
+    would mostly round away: the average is kept, and moved, in float32, and follows the exact one."""
+    from torch.optim.swa_utils import AveragedModel
+
+    from labelattn.training.setup import moving_average
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    start = [weight.detach().float().clone() for weight in model.parameters()]
+    average = moving_average(SimpleNamespace(unwrap_model=lambda model: model), model, 0.99)
+    assert isinstance(average, AveragedModel)
+    exact = None
+    for step in range(300):
+        with torch.no_grad():  # the weights drift by 1 over the steps, in bf16
+            for weight, first in zip(model.parameters(), start, strict=True):
+                weight.copy_(first + step / 300)
+        average.update_parameters(model)
+        weights = [weight.detach().double() for weight in model.parameters()]
+        exact = weights if exact is None else [0.99 * e + 0.01 * w for e, w in zip(exact, weights, strict=True)]
+    for mine, expected in zip(average.module.parameters(), exact, strict=True):
+        assert mine.dtype == torch.float32
+        torch.testing.assert_close(mine.double(), expected, rtol=0, atol=1e-5)
 
 
 def test_a_student_distilled_with_weight_1_learns_its_teachers_classes_not_the_labels(tiny_csv, tmp_path):
@@ -237,7 +263,7 @@ def test_a_student_distilled_with_weight_1_learns_its_teachers_classes_not_the_l
 
 def test_a_teacher_without_the_datas_classes_is_refused_before_any_folder(tmp_path):
     """A teacher must give a probability to each of the data's classes: one with other classes is refused by name,
-    and multi-label data, which has no one class per text to distil, is refused too."""
+    and so is a multi-label teacher; multi-label data, which has no one class per text to distil, is refused too."""
     from explainers.loading import register_labelattn
 
     register_labelattn()
@@ -252,6 +278,12 @@ def test_a_teacher_without_the_datas_classes_is_refused_before_any_folder(tmp_pa
     multi.write_text("".join(json.dumps({"text": r["text"], "label": [r["label"]]}) + "\n" for r in planted_rows(60)))
     code, message = run_cli("--data", multi, "--distill-from", teacher, "--output-dir", tmp_path / "out")
     assert code == 2 and "--distill-from trains against the teachers' probabilities of one class" in message, message
+    sigmoid = tmp_path / "sigmoid"  # the data's classes, each scored on its own: no distribution to learn from
+    classes = {i: name for i, name in enumerate(["animal", "plant", "stone"])}
+    make_model(multi_label=True, id2label=classes).save_pretrained(sigmoid)
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(sigmoid)
+    code, message = run_cli("--data", data, "--distill-from", sigmoid, "--output-dir", tmp_path / "out")
+    assert code == 2 and f"--distill-from {sigmoid}: a teacher must give one probability distribution" in message
     assert not (tmp_path / "out").exists()
 
 
@@ -493,6 +525,8 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
         (["--distill-weight", "0.5"], "--distill-weight weighs the teachers' targets: add --distill-from"),
         (["--distill-from", "x", "--distill-weight", "0"], "--distill-weight must be in (0, 1], got 0.0"),
         (["--distill-from", "/no/such/teacher"], "--distill-from /no/such/teacher: "),
+        (["--distill-from", "/no/such/teacher,"], "--distill-from lists an empty name ('/no/such/teacher,')"),
+        (["--hierarchy-levels", "chapter,,code"], "--hierarchy-levels lists an empty name ('chapter,,code')"),
         (["--hidden-size", "0"], "--hidden-size must be at least 1"),
         (["--attention-key-size", "0"], "--attention-key-size must be at least 1"),
         (["--classifier-dropout", "1"], "--classifier-dropout must be in [0, 1), got 1.0"),

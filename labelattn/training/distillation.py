@@ -11,11 +11,12 @@ run computes the same ones again. transformers and Accelerate have no distillati
 home.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from labelattn.training.settings import TrainingError, TrainSettings
 
 if TYPE_CHECKING:  # torch loads when a run distils, so that --help stays fast
+    import datasets
     import torch
 
 # The classes kept of each text's target: the teachers' top classes, renormalised. On ICD-10-CM's 1,918 categories
@@ -28,12 +29,20 @@ CLASSES, PROBABILITIES = "teacher_classes", "teacher_probabilities"
 CHUNK = 4096
 
 
-def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: bool) -> list:
-    """The teachers of `--distill-from`, each `(model, tokenizer, class order)` (the data's class of each of its
-    outputs), checked before any folder is written: a folder that does not load as a classifier, or whose classes
-    are not the data's, is refused with its name."""
+class Teacher(NamedTuple):
+    folder: str
+    model: Any  # a transformers sequence classifier
+    tokenizer: Any
+    order: list[int]  # the data's class of each of the model's outputs
+
+
+def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: bool) -> list[Teacher]:
+    """The teachers of `--distill-from`, checked before any folder is written: a folder that does not load as a
+    classifier, that scores each class on its own (multi-label), or whose classes are not the data's, is refused
+    with its name."""
     from explainers import ExplainerError, load_classifier
     from explainers.loading import class_names
+    from explainers.models import is_multi_label
 
     if multi_label:
         raise TrainingError(
@@ -47,6 +56,11 @@ def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: 
             model, tokenizer = load_classifier(folder)
         except ExplainerError as error:
             raise TrainingError(f"--distill-from {folder}: {error}") from None
+        if is_multi_label(model):
+            raise TrainingError(
+                f"--distill-from {folder}: a teacher must give one probability distribution over the classes, and "
+                "this one scores each class on its own (multi-label): give a single-label classifier."
+            )
         names = class_names(model.config)
         if set(names) != set(label_names):
             missing, extra = sorted(set(label_names) - set(names)), sorted(set(names) - set(label_names))
@@ -55,36 +69,50 @@ def load_teachers(settings: TrainSettings, label_names: list[str], multi_label: 
                 f"{missing[:5]} ({len(missing)}) and has {extra[:5]} ({len(extra)}) besides: give a model trained "
                 "on this data's classes."
             )
-        teachers.append((model, tokenizer, [position[name] for name in names]))
+        teachers.append(Teacher(folder, model, tokenizer, [position[name] for name in names]))
     return teachers
 
 
 def teacher_targets(
-    teachers: list, texts: list[str], num_labels: int, device: "str | torch.device", batch_size: int = 64, bar=None
+    teachers: list[Teacher],
+    texts: list[str],
+    num_labels: int,
+    device: "str | torch.device",
+    batch_size: int = 64,
+    bar: Any = None,
 ) -> tuple["torch.Tensor", "torch.Tensor"]:
     """Each text's target: `(classes, probabilities)`, both `(texts, TOP_CLASSES)` (or fewer columns when there are
-    fewer classes), the teachers' mean probabilities of their top classes, renormalised to sum to 1."""
+    fewer classes), the teachers' mean probabilities of their top classes, renormalised to sum to 1. The teachers
+    are back on the CPU afterwards, their accelerator memory the student's."""
     import torch
 
-    from explainers import predict
+    from explainers import ExplainerError, predict
 
-    for model, _, _ in teachers:
-        model.to(device)
+    for teacher in teachers:
+        teacher.model.to(device)
     classes, probabilities = [], []
     for start in range(0, len(texts), CHUNK):
         chunk = texts[start : start + CHUNK]
         mean = torch.zeros(len(chunk), num_labels)
-        for model, tokenizer, order in teachers:
-            mean[:, order] += predict(model, tokenizer, chunk, batch_size=batch_size).probabilities / len(teachers)
+        for teacher in teachers:
+            try:
+                given = predict(teacher.model, teacher.tokenizer, chunk, batch_size=batch_size).probabilities
+            except ExplainerError as error:  # logits that are not finite, say: the message names the teacher
+                raise TrainingError(f"--distill-from {teacher.folder}: {error}") from None
+            mean[:, teacher.order] += given / len(teachers)
         top = mean.topk(min(TOP_CLASSES, num_labels), dim=-1)
         classes.append(top.indices)
         probabilities.append(top.values / top.values.sum(-1, keepdim=True))
         if bar is not None:
             bar.update(len(chunk))
+    for teacher in teachers:
+        teacher.model.to("cpu")
     return torch.cat(classes), torch.cat(probabilities)
 
 
-def with_teacher_targets(split, teachers: list, num_labels: int, device, show: bool):
+def with_teacher_targets(
+    split: "datasets.Dataset", teachers: list[Teacher], num_labels: int, device: "str | torch.device", show: bool
+) -> "datasets.Dataset":
     """The training split with the teachers' targets as two columns (`CLASSES`, `PROBABILITIES`)."""
     from tqdm.auto import tqdm
 
@@ -94,14 +122,14 @@ def with_teacher_targets(split, teachers: list, num_labels: int, device, show: b
     return split.add_column(CLASSES, classes.tolist()).add_column(PROBABILITIES, probabilities.tolist())
 
 
-def pop_targets(batch: dict):
+def pop_targets(batch: dict) -> "tuple[torch.Tensor, torch.Tensor] | None":
     """The batch's teacher targets `(classes, probabilities)`, taken off it; None without `--distill-from`."""
     if CLASSES not in batch:
         return None
     return batch.pop(CLASSES), batch.pop(PROBABILITIES)
 
 
-def distillation_loss(logits, classes, probabilities):
+def distillation_loss(logits: "torch.Tensor", classes: "torch.Tensor", probabilities: "torch.Tensor") -> "torch.Tensor":
     """The cross-entropy of the student's softmax against the teachers' targets, averaged over the batch."""
     import torch
 

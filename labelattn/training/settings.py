@@ -139,6 +139,9 @@ def check_settings(settings: TrainSettings) -> None:
         )
     if settings.distill_weight is not None and not settings.distill_from:
         raise TrainingError("--distill-weight weighs the teachers' targets: add --distill-from, or drop it.")
+    for option, names in (("--distill-from", settings.distill_from), ("--hierarchy-levels", settings.hierarchy_levels)):
+        if names is not None and not all(names):
+            raise TrainingError(f"{option} lists an empty name ('{','.join(names)}'): drop the comma too many.")
     if not backbones.is_backbone(settings.backbone):
         raise TrainingError(backbones.unknown_backbone_message(settings.backbone))
     if settings.encoder_layers is not None:

@@ -4,12 +4,17 @@ Accelerate, and the progress that every checkpoint saves (`Training`)."""
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labelattn.training.build import build_model, optimizer_groups, tokenized_loaders
 from labelattn.training.events import RunEvents
 from labelattn.training.scores import load_metrics
 from labelattn.training.settings import TrainingError, TrainSettings, label_smoothing
+
+if TYPE_CHECKING:  # torch and Accelerate load inside the functions, so that --help stays fast
+    import torch
+    from accelerate import Accelerator
+    from torch.optim.swa_utils import AveragedModel
 
 
 def load_training_data(settings: TrainSettings):
@@ -101,6 +106,8 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list
     from labelattn.training.distillation import with_teacher_targets
     from labelattn.training.label_queries import describe_classes
 
+    if settings.ema_decay is not None:
+        check_moving_average(accelerator)  # first: the teachers' predictions can take minutes
     if teachers:
         # Every process computes them all (before the seed is set: they draw nothing), then reads its own rows.
         train = with_teacher_targets(
@@ -153,11 +160,9 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list
     return run
 
 
-def moving_average(accelerator, model, decay: float):
-    """A copy of the prepared model's weights that `update_parameters` moves towards them: after the first update
-    they are its weights, after each next `decay` x the average + (1 - decay) x the weights."""
+def check_moving_average(accelerator: "Accelerator") -> None:
+    """--ema-decay averages the whole model in each process: refused where the launch shards the weights."""
     from accelerate.utils import DistributedType
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
     deepspeed = accelerator.state.deepspeed_plugin
     if accelerator.distributed_type == DistributedType.FSDP or (deepspeed and deepspeed.zero_stage == 3):
@@ -166,4 +171,18 @@ def moving_average(accelerator, model, decay: float):
             "--ema-decay averages the whole model's weights in every process, and FSDP or DeepSpeed ZeRO-3 shard "
             "them: drop --ema-decay, or launch with DDP or ZeRO-1/2."
         )
-    return AveragedModel(accelerator.unwrap_model(model), multi_avg_fn=get_ema_multi_avg_fn(decay))
+
+
+def moving_average(accelerator: "Accelerator", model: "torch.nn.Module", decay: float) -> "AveragedModel":
+    """A float32 copy of the prepared model's weights that `update_parameters` moves towards them: after the first
+    update they are its weights, after each next `decay` x the average + (1 - decay) x the weights."""
+    import torch
+    from torch.optim.swa_utils import AveragedModel
+
+    def update(averages: list[torch.Tensor], weights: list[torch.Tensor], _: torch.Tensor) -> None:
+        # DeepSpeed's bf16 and fp16 modules hold half-precision weights, where a step of (1 - decay) x the
+        # difference would mostly round away: the average is kept, and moved, in float32.
+        for average, weight in zip(averages, weights, strict=True):
+            average.lerp_(weight.to(average.dtype), 1 - decay)
+
+    return AveragedModel(accelerator.unwrap_model(model), multi_avg_fn=update).float()
