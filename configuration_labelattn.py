@@ -13,6 +13,20 @@ from transformers.configuration_utils import SubConfigSpec
 BACKBONES = ("embedding", "encoder")
 POOLINGS = ("label_attention", "mean")
 SCORERS = ("shared", "class_bias", "per_class", "normed")
+# Encoders that number their positions from pad_token_id + 1 (RoBERTa's convention): that many of their
+# max_position_embeddings hold no token.
+OFFSET_POSITIONS = (
+    "roberta",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "roberta-prelayernorm",
+    "camembert",
+    "data2vec-text",
+    "xmod",
+    "mpnet",
+    "longformer",
+    "ibert",
+)
 # What a saved config without the key meant: the only scorer of the versions before the choice existed, no offset
 # for the classes without training rows, and the query and output projections.
 SAVED_BEFORE_KEYS = {"scorer": "shared", "untrained_class_offset": 0.0, "label_projections": True}
@@ -25,7 +39,13 @@ class LabelAttnConfigError(ValueError):
 def dropout_problem(probability: float) -> str | None:
     """What is wrong with a dropout probability (None if nothing), to follow its name: the one home of the rule,
     which `labelattn train` also says with its options' names."""
-    return None if 0.0 <= probability < 1.0 else f"must be in [0, 1), got {probability!r}"
+    number = isinstance(probability, (int, float)) and not isinstance(probability, bool)
+    return None if number and 0.0 <= probability < 1.0 else f"must be in [0, 1), got {probability!r}"
+
+
+def is_positive_integer(value: object) -> bool:
+    """An int of 1 or more; not a bool, which Python counts as an int."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def token_context_width_problem(width: int) -> str | None:
@@ -79,15 +99,17 @@ class LabelAttnConfig(PretrainedConfig):
             vectors (what the class vector is made of); mean pooling averages the result. 0 reads a pure bag of
             tokens; `labelattn train` uses 3. Ignored for an encoder, which has its own context.
         pad_token_id (`int`, *optional*, defaults to 0):
-            Id of the padding token; its row of the embedding table stays zero.
+            Id of the padding token, in `[0, vocab_size)`; its row of the embedding table stays zero. Taken from
+            `encoder_config` for an encoder.
         max_seq_length (`int`, *optional*, defaults to 512):
             Longest input in tokens, special tokens included. Taken from the encoder's
-            `max_position_embeddings` for an encoder.
+            `max_position_embeddings` for an encoder, less the `pad_token_id + 1` positions that RoBERTa-style
+            encoders (`OFFSET_POSITIONS`) leave unused.
         pooling (`str`, *optional*, defaults to `"label_attention"`):
             How the token vectors become class scores. `"label_attention"`: every class owns a learned query that
             attends over the tokens (multi-head cross-attention, padding masked to -inf), giving one vector per class,
-            which one shared linear layer scores. `"mean"`: the masked mean of the token vectors, scored by a linear
-            layer with one row per class (the baseline the label attention is compared with).
+            which the scorer (`scorer`) turns into the class's logit. `"mean"`: the masked mean of the token vectors,
+            scored by a linear layer with one row per class (the baseline the label attention is compared with).
         num_attention_heads (`int`, *optional*, defaults to 4):
             Heads of the label attention; `hidden_size` must be divisible by it.
         attention_key_size (`int`, *optional*):
@@ -125,7 +147,7 @@ class LabelAttnConfig(PretrainedConfig):
         classifier_dropout (`float`, *optional*, defaults to 0.1):
             Dropout on the pooled vectors before the scoring layer.
         initializer_range (`float`, *optional*, defaults to 0.02):
-            Standard deviation of the normal initialisation of new weights.
+            Standard deviation of the normal initialisation of new weights; a finite number > 0.
         num_labels, id2label, label2id, problem_type:
             As in every Transformers classifier. `problem_type` is `"single_label_classification"` (softmax,
             cross-entropy; at least 2 labels) or `"multi_label_classification"` (sigmoid, binary cross-entropy).
@@ -228,12 +250,31 @@ class LabelAttnConfig(PretrainedConfig):
             self.vocab_size = self.encoder_config.vocab_size
             self.max_seq_length = getattr(self.encoder_config, "max_position_embeddings", self.max_seq_length)
             self.pad_token_id = getattr(self.encoder_config, "pad_token_id", self.pad_token_id)
+            if self.encoder_config.model_type in OFFSET_POSITIONS:
+                self.max_seq_length -= self.pad_token_id + 1
         for name in ("vocab_size", "hidden_size", "max_seq_length", "num_attention_heads"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+            if not is_positive_integer(getattr(self, name)):
                 raise LabelAttnConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}.")
-        if self.attention_key_size is not None and (
-            not isinstance(self.attention_key_size, int) or self.attention_key_size < 1
+        pad = self.pad_token_id
+        if (
+            self.backbone == "embedding"
+            and pad is not None
+            and not (isinstance(pad, int) and 0 <= pad < self.vocab_size)
         ):
+            raise LabelAttnConfigError(
+                f"pad_token_id must be an id of the vocabulary, in [0, vocab_size={self.vocab_size}), got {pad!r}: "
+                "use the tokenizer's pad_token_id."
+            )
+        if isinstance(self.initializer_range, bool) or not (
+            isinstance(self.initializer_range, (int, float))
+            and math.isfinite(self.initializer_range)
+            and self.initializer_range > 0
+        ):
+            raise LabelAttnConfigError(
+                f"initializer_range must be a finite number > 0 (the standard deviation of the initial weights), got "
+                f"{self.initializer_range!r}."
+            )
+        if self.attention_key_size is not None and not is_positive_integer(self.attention_key_size):
             raise LabelAttnConfigError(
                 f"attention_key_size must be a positive integer or None (the values' width), got "
                 f"{self.attention_key_size!r}."
@@ -257,7 +298,7 @@ class LabelAttnConfig(PretrainedConfig):
                     f"scorer_rank={self.scorer_rank!r} sets the rank of a per-class scorer, but scorer="
                     f"{self.scorer!r}: drop scorer_rank, or use scorer='per_class'."
                 )
-            if not isinstance(self.scorer_rank, int) or not 1 <= self.scorer_rank <= self.hidden_size:
+            if not is_positive_integer(self.scorer_rank) or self.scorer_rank > self.hidden_size:
                 raise LabelAttnConfigError(
                     f"scorer_rank must be an integer in [1, hidden_size={self.hidden_size}] or None (a full scorer "
                     f"per class), got {self.scorer_rank!r}."
@@ -277,7 +318,7 @@ class LabelAttnConfig(PretrainedConfig):
                 raise LabelAttnConfigError(f"{name} {problem}.")
         if (problem := token_context_width_problem(self.token_context_width)) is not None:
             raise LabelAttnConfigError(f"token_context_width {problem}.")
-        if self.hidden_size % self.num_attention_heads != 0:
+        if self.pooling == "label_attention" and self.hidden_size % self.num_attention_heads != 0:
             raise LabelAttnConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}): pick a head count that divides it."

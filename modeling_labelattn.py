@@ -2,8 +2,9 @@
 
 Instead of pooling the tokens into one sentence vector shared by all classes, every class owns a learned
 query that attends over the tokens (queries = label embeddings, keys/values = token vectors), which gives one
-sentence vector per class; one shared linear layer scores each class's vector. The attention weights are a
-by-product of the forward pass and are returned as `label_attentions`.
+sentence vector per class; a scorer turns it into the class's logit (`config.scorer`: by default a linear scorer
+and a bias per class). The attention weights are a by-product of the forward pass and are returned as
+`label_attentions`.
 
 This file is remote code: it is copied into every saved model folder and Hub repository, so it imports
 nothing but torch, transformers and `configuration_labelattn` (relatively when loaded as remote code).
@@ -41,7 +42,8 @@ class LabelAttnModelOutput(ModelOutput):
         pooler_output (`torch.FloatTensor`, *optional*):
             One vector per class, `(batch, num_labels, hidden_size)`, for label attention; the masked mean of the
             token vectors, `(batch, hidden_size)`, for mean pooling. A text of only padding gets vectors of 0 with
-            both poolings, so its logits are the classifier's bias alone (equal for every class with label attention).
+            both poolings, so its logits are the classifier's biases alone (equal for every class with label
+            attention's shared scorer).
             None when a `readout` was passed: then the class vectors are never formed.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             The encoder's hidden states, one `(batch, seq_len, hidden_size)` per layer and the embeddings, when
@@ -69,10 +71,11 @@ class LabelAttnModelOutput(ModelOutput):
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each score that no position carries, `class_scores −
             label_contributions.sum(-1)`. It is `w·b_O + Σ_h u_h·b_V,h + b_w + Σ_h r_h` (the value bias and the
-            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens): the mean of the
-            classes' scores (the average class's), the same for every class up to float rounding, so it cancels in
-            every difference of classes and in the softmax; a text of only padding has `b_w` (the readout's bias)
-            alone.
+            reference pass the weighting unchanged, since the weights sum to 1 over the real tokens). With the shared
+            scorer (`config.scorer="shared"`) it is the same for every class up to float rounding, so it cancels in
+            every difference of classes and in the softmax. With a scorer or a bias per class (`"per_class"`, the
+            default, or `"class_bias"`) `w`, `u_h` and `b_w` are each class's own, and so is this part: the class's
+            prior, which no token carries. A text of only padding has `b_w` (the readout's bias) alone.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -107,7 +110,8 @@ class LabelAttnSequenceClassifierOutput(ModelOutput):
             position's convolved vector, which also holds its neighbours').
         label_contribution_bias (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
             With `label_contributions`: the part of each logit that no position carries. Label attention: the same
-            for every class up to float rounding (see [`LabelAttnModelOutput`]); mean pooling: the classifier's
+            for every class with the shared scorer, each class's prior with a scorer or bias per class (see
+            [`LabelAttnModelOutput`]); mean pooling: the classifier's
             bias `b_c`.
     """
 
@@ -150,7 +154,9 @@ class LabelDescriptions(nn.Module):
 
     def described(self, described_map: nn.Linear, residuals: torch.Tensor) -> torch.Tensor:
         """`described_map(v̂_c) + r_c` for every class, `residuals (labels, n)` -> `(labels, n)`."""
-        vectors = self.vectors / self.vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # v̂: (labels, size)
+        # v̂: (labels, size), in float32: in fp16 the floor of 1e-12 rounds to 0, and a class without a description
+        # (a vector of 0) would get 0 / 0.
+        vectors = nn.functional.normalize(self.vectors.float(), dim=-1)
         kept = self.has_rows.to(residuals.dtype)  # (labels,)
         if self.training and self.residual_dropout > 0:
             kept = kept * torch.bernoulli(torch.full_like(kept, 1 - self.residual_dropout))
@@ -556,6 +562,9 @@ class LabelAttnPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _supports_sdpa = True
     _supports_attention_backend = True
+    # The loss is the batch's mean whatever `forward`'s **kwargs hold: Trainer must divide it by the accumulated
+    # steps itself rather than pass `num_items_in_batch` (which its check of **kwargs would otherwise assume).
+    accepts_loss_kwargs = False
 
     @property
     def supports_gradient_checkpointing(self) -> bool:

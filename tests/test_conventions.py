@@ -124,6 +124,15 @@ def test_loading_in_bfloat16_gives_bfloat16_weights_and_close_logits(encoder_mod
     assert gap <= bound, f"bf16 logits differ by {gap:.3g} (allowed {bound:.3g})"
 
 
+def test_trainer_divides_the_accumulated_loss_itself(tmp_path):
+    """forward takes **kwargs (transformers' convention) but returns the batch's mean loss: the Trainer must not pass
+    num_items_in_batch and skip its own division by the accumulated steps, which would scale the gradients by them."""
+    from transformers import Trainer, TrainingArguments
+
+    arguments = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, gradient_accumulation_steps=4)
+    assert Trainer(model=make_model(), args=arguments).model_accepts_loss_kwargs is False
+
+
 def test_peft_lora_on_the_encoder_trains_merges_and_reloads(tokenizer, tmp_path):
     from peft import LoraConfig, get_peft_model
 

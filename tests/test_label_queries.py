@@ -1,6 +1,7 @@
 """Label-attention queries computed from class descriptions (`labelattn.training.label_queries`,
 `modeling_labelattn.LabelDescriptions`)."""
 
+import copy
 import json
 
 import pytest
@@ -161,3 +162,21 @@ def test_a_model_without_descriptions_keeps_its_free_queries(tokenizer):
 def test_bad_description_settings_are_refused(options, expected):
     with pytest.raises(LabelAttnConfigError, match=expected):
         LabelAttnConfig(num_labels=3, **options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_in_half_precision_a_class_without_a_description_vector_gives_a_finite_close_logit(tokenizer, dtype):
+    """A class whose description vector is 0 (every class of a new model) is normalised in float32: in fp16 the
+    floor under the norm would round to 0 and its logit would be 0 / 0."""
+    model = described_model(tokenizer)
+    with torch.no_grad():
+        model.labelattn.label_attention.descriptions.vectors[2] = 0
+    batch = tokenizer(["animals in the calendar", "plants"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**batch).logits
+        logits = copy.deepcopy(model).to(dtype)(**batch).logits.float()
+    assert torch.isfinite(logits).all(), logits
+    # A relative rounding of the type's epsilon per layer: the embeddings, the context, the head.
+    bound = 8 * torch.finfo(dtype).eps * float(expected.abs().max())
+    gap = float((logits - expected).abs().max())
+    assert gap <= bound, f"{dtype} logits differ by {gap:.3g} (allowed {bound:.3g})"

@@ -615,11 +615,49 @@ def test_loss_follows_the_problem_type(multi_label):
             r"token_context_width must be 0 \(none\) or an odd width such as 3, got 2: use 3",
         ),
         (dict(token_context_width=-1), r"token_context_width must be 0 \(none\) or an odd width such as 3, got -1"),
+        (dict(num_attention_heads=True), "num_attention_heads must be a positive integer, got True"),
+        (dict(scorer="per_class", scorer_rank=True), r"scorer_rank must be an integer in \[1, hidden_size=128\]"),
+        (dict(embedding_dropout=None), r"embedding_dropout must be in \[0, 1\), got None"),
+        (dict(classifier_dropout="0.1"), r"classifier_dropout must be in \[0, 1\), got '0.1'"),
+        (dict(pad_token_id=30522), r"pad_token_id must be an id of the vocabulary, in \[0, vocab_size=30522\)"),
+        (dict(pad_token_id=-1), r"pad_token_id must be an id of the vocabulary.*got -1: use the tokenizer's"),
+        (dict(initializer_range=-1), "initializer_range must be a finite number > 0"),
+        (dict(initializer_range=float("nan")), "initializer_range must be a finite number > 0"),
     ],
 )
 def test_bad_config_is_refused(kwargs, message):
     with pytest.raises(LabelAttnConfigError, match=message):
         LabelAttnConfig(**kwargs)
+
+
+def test_mean_pooling_takes_any_width():
+    """The head count divides the width for label attention's heads; mean pooling has none."""
+    model = make_model(pooling="mean", hidden_size=30)
+    assert model(input_ids=torch.tensor([[101, 7592, 102]])).logits.shape == (1, 3)
+    with pytest.raises(LabelAttnConfigError, match=r"hidden_size \(30\) is not divisible by num_attention_heads"):
+        LabelAttnConfig(pooling="label_attention", hidden_size=30, num_attention_heads=4)
+
+
+def test_a_roberta_style_encoder_reads_its_longest_text_and_refuses_a_longer_one():
+    """RoBERTa-style encoders number positions from pad_token_id + 1: with 20 position embeddings and pad id 1, 18
+    tokens fit, and a 19th is refused with the length to truncate to, not an index error inside the encoder."""
+    from transformers import RobertaConfig
+
+    encoder = RobertaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=20,
+        pad_token_id=1,
+    )
+    model = make_model("encoder", encoder_config=encoder)
+    assert model.config.max_seq_length == 18
+    ids = torch.randint(3, 100, (2, 18), generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(model(input_ids=ids).logits).all()
+    with pytest.raises(LabelAttnInputError, match="The input has 19 tokens but the model reads at most 18"):
+        model(input_ids=torch.cat([ids, ids[:, :1]], dim=1))
 
 
 def test_a_single_multi_label_output_is_allowed():
