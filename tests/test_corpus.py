@@ -298,6 +298,9 @@ def test_a_folder_of_another_run_is_refused_and_overwrite_deletes_only_its_own_f
     other = make_model("embedding", num_labels=3, seed=7)
     with pytest.raises(CorpusError, match=r"another run.*model"):
         predict_dataset(other, tokenizer, data, output_dir=folder, shard_size=3, progress=False)
+    # The id column orders the output's columns and names the rows of error messages: shards of two would mix.
+    with pytest.raises(CorpusError, match=r"another run.*id_column: None there, 'ticket' now"):
+        predict_dataset(model, tokenizer, data, output_dir=folder, shard_size=3, id_column="ticket", progress=False)
     out = explain_dataset(model, tokenizer, data, method="saliency", output_dir=folder, overwrite=True, progress=False)
     assert out["words"][0] and sorted(p.name for p in folder.iterdir()) == ["00000.arrow", "run.json"]
     # A file no run wrote: the folder is refused, even with overwrite, and the file stays.

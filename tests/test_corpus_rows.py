@@ -3,11 +3,14 @@ whole in windows, in time linear in its length, or refused alone above `--max-ch
 column passed through is written as it was read, or its column refused before any work."""
 
 import csv
+import datetime
+import decimal
 import json
 import random
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import FILLER, make_model, save_model
@@ -91,7 +94,7 @@ def as_csv_cell(value) -> str:
     """A value as a CSV output writes it: a string as it is, nothing as an empty cell, a list or dict as JSON."""
     if value is None:
         return ""
-    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else str(value)
 
 
 def write_input(folder: Path, suffix: str) -> tuple[Path, list[dict]]:
@@ -137,6 +140,47 @@ def test_every_passed_through_value_is_written_as_it_was_read(model_folder, tmp_
     assert [row["error"] or None for row in written] == [None, None, None, text_error]
 
 
+@pytest.mark.parametrize("target", [".jsonl", ".csv"])
+def test_dates_and_decimals_are_written_as_the_text_that_reads_back_to_them(model_folder, tmp_path, target):
+    """JSON has no date or decimal type, and CSV only text: ISO 8601 and the exact decimal text. (JSONL once failed
+    with `Object of type datetime is not JSON serializable` after all the work.)"""
+    when = datetime.datetime(2024, 5, 1, 9, 30, 15, 250000)
+    columns = {
+        "text": ["who wrote hamlet ?", "how far is the moon ?"],
+        "when": pa.array([when, None], pa.timestamp("us")),
+        "day": pa.array([when.date(), datetime.date(1999, 12, 31)]),
+        "amount": pa.array([decimal.Decimal("1.100"), decimal.Decimal("-0.005")], pa.decimal128(6, 3)),
+        "waited": pa.array([datetime.timedelta(seconds=90), None], pa.duration("s")),
+        "tags": pa.array([[when.date()], []]),
+    }
+    pq.write_table(pa.table(columns), data := tmp_path / "dated.parquet")
+    out = tmp_path / f"p{target}"
+    assert cli("predict", model_folder, data, "--output", out, "--no-progress") == 0
+    written = read_output(out)
+    assert [datetime.datetime.fromisoformat(r["when"]) for r in written[:1]] == [when]
+    assert [datetime.date.fromisoformat(r["day"]) for r in written] == [when.date(), datetime.date(1999, 12, 31)]
+    assert [decimal.Decimal(r["amount"]) for r in written] == [decimal.Decimal("1.100"), decimal.Decimal("-0.005")]
+    assert [r["amount"] for r in written] == ["1.100", "-0.005"]  # every digit kept
+    assert written[0]["waited"] == "0:01:30"
+    tags = [json.loads(r["tags"]) if target == ".csv" else r["tags"] for r in written]
+    assert tags == [["2024-05-01"], []]
+    assert [r["error"] or None for r in written] == [None, None]
+
+
+@pytest.mark.parametrize("target", [".jsonl", ".csv"])
+def test_a_column_of_bytes_is_refused_for_a_text_output_before_any_work(model_folder, tmp_path, capsys, target):
+    """Bytes have no text (Python's `b'\\x00'` in a CSV cell was a different value): refused, naming the column."""
+    table = pa.table({"text": ["who wrote hamlet ?"], "blob": pa.array([b"\x00\x01"], pa.binary())})
+    pq.write_table(table, data := tmp_path / "blob.parquet")
+    out = tmp_path / f"p{target}"
+    assert cli("predict", model_folder, data, "--output", out, "--no-progress") == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"labelattn predict: error: --output {out}: the column 'blob' holds bytes, which have no text that JSONL or "
+        "CSV could hold: write the output as .parquet, or drop the column from the input."
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob.parquet"]
+
+
 def test_a_number_among_texts_past_the_readers_first_block_is_read_as_a_number(model_folder, tmp_path):
     """`datasets` reads a JSONL file in blocks of 10 MB and types every block like the first: the texts after a
     first row of 10 MB were read with their JSON quotes, and the number 1984 as the text "1984"."""
@@ -163,8 +207,14 @@ def test_a_number_among_texts_past_the_readers_first_block_is_read_as_a_number(m
         # Once "could not be read (ValueError: Value is too big! at position 8)".
         (
             ['{"id": 0, "text": "fine"}', '{"id": 1, "text": "x", "n": 100000000000000000000000}'],
-            "line 2, 'n': the integer 100000000000000000000000 needs more than 64 bits, which no column holds: write "
-            'it as a string ("...").',
+            "line 2, 'n': the integer 100000000000000000000000 is beyond a signed 64-bit integer, which would turn the "
+            'whole column into rounded floats: write it as a string ("...").',
+        ),
+        # Once read: the whole column became float64, 9007199254740993 written as 9007199254740992.0.
+        (
+            ['{"id": 9007199254740993, "text": "fine"}', '{"id": 12345678901234567890, "text": "x"}'],
+            "line 2, 'id': the integer 12345678901234567890 is beyond a signed 64-bit integer, which would turn the "
+            'whole column into rounded floats: write it as a string ("...").',
         ),
     ],
 )

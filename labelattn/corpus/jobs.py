@@ -590,6 +590,8 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     }
     if options.max_chars != DEFAULT_MAX_CHARS:  # (the folders of older runs have none)
         settings["max_chars"] = options.max_chars
+    if options.id_column is not None:  # it orders the columns and names the rows of error messages
+        settings["id_column"] = options.id_column
     shard_size = options.shard_size
     folder.num_shards = math.ceil(len(dataset) / shard_size)
     folder.check_settings(settings, options.overwrite)  # every process: all refuse together, before any write

@@ -40,10 +40,11 @@ def _scan_jsonl(path: Path) -> dict[str, dict[str, int]]:
         found = kinds.setdefault(column, {})
         if kind not in found:
             found[kind] = number
-        if kind == "an integer" and not -(2**63) <= value < 2**64:
+        if kind == "an integer" and not -(2**63) <= value < 2**63:
+            # Arrow's JSON reader would make the whole column float64 for it, rounding every id above 2**53.
             raise DataError(
-                f"{path}, line {number}, {column!r}: the integer {str(value)[:30]} needs more than 64 bits, which no "
-                'column holds: write it as a string ("...").'
+                f"{path}, line {number}, {column!r}: the integer {str(value)[:30]} is beyond a signed 64-bit "
+                'integer, which would turn the whole column into rounded floats: write it as a string ("...").'
             )
         if strings and kind == "a string" and (problem := surrogate_problem(value)) is not None:
             raise DataError(f"{path}, line {number}, {column!r}: the string {problem}.")
