@@ -12,18 +12,24 @@ The steps, each timed, with the peak GPU memory it reached:
    passes per text, and the share of texts whose completeness gap is within 1% (`|delta| ≤ 0.01 · |F(x) − F(x′)|`).
 3. `labelattn predict` (20,000 rows) and `labelattn explain --data` (label attention, 2,000 rows) rows/s on
    ICD-10-CM texts, with a model of its 1,918 classes (untrained: the cost does not depend on the weights).
-It writes one JSON (every figure, the device, the versions) and prints a table; it exits 1 when a check fails. The
-suite runs `--tiny` (tests/test_gpu_check.py), so the script cannot rot while no GPU is at hand.
+It writes one JSON (every figure, the device, the versions) and prints a table; it exits 1 when a check fails. A
+step that raises (out of GPU memory, say) is recorded as failed, with its error, and the later steps still run; the
+JSON is rewritten after every step, so a killed run keeps the figures of the steps it finished. The suite runs
+`--tiny` (tests/test_gpu_check.py), so the script cannot rot while no GPU is at hand.
 """
 
 import argparse
+import gc
 import json
 import math
+import os
 import platform
 import shutil
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -90,26 +96,76 @@ class Step:
     peak_gpu_mb: float | None
     figures: dict
     ok: bool
+    error: dict | None = None  # a step that raised: {"type", "message", "traceback": its last lines}
+
+
+def error_of(exc: Exception) -> dict:
+    lines = "".join(traceback.format_exception(exc)).splitlines()
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": lines[-10:]}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """A temporary file in the same folder, renamed over `path`: a kill mid-write leaves the previous JSON whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as file:
+        file.write(text)
+    os.replace(file.name, path)
 
 
 class Checker:
-    """Runs the steps in this process, times them, records the peak GPU memory of each."""
+    """Runs the steps in this process, times them, records the peak GPU memory of each, and rewrites the JSON at
+    `output` after each: the GPU session is paid for once; a late failure or a kill must not lose earlier figures."""
 
-    def __init__(self, mode: str, work: Path):
-        self.mode, self.size, self.work = mode, SIZES[mode], work
+    def __init__(self, mode: str, work: Path, output: Path):
+        self.mode, self.size, self.work, self.output = mode, SIZES[mode], work, output
         self.cuda = torch.cuda.is_available()
         self.steps: list[Step] = []
+        self.start = time.perf_counter()
 
-    def step(self, name: str, run) -> dict:
+    def step(self, name: str, run: Callable[[], tuple[dict, bool]]) -> None:
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        figures, ok = run()
+        error = None
+        try:
+            figures, ok = run()
+        except Exception as exc:  # recorded, so that the later steps still run (KeyboardInterrupt still stops them)
+            figures, ok, error = {}, False, error_of(exc)
         seconds = time.perf_counter() - start
         peak = torch.cuda.max_memory_allocated() / 2**20 if self.cuda else None
-        self.steps.append(Step(name, seconds, peak, figures, ok))
-        print(f"gpu_check: {name}: {'ok' if ok else 'FAILED'} in {seconds:.1f} s {figures}", file=sys.stderr)
-        return figures
+        if error is not None and self.cuda:
+            # Outside the `except`, where the traceback's frames (and the tensors they hold) are gone: hand the
+            # failed step's cached blocks back, so that an out-of-memory error does not starve the next step.
+            gc.collect()
+            torch.cuda.empty_cache()
+        self.steps.append(Step(name, seconds, peak, figures, ok, error))
+        self.write(complete=False)
+        outcome = "ok" if ok else "FAILED" + (f" ({error['type']}: {error['message']})" if error else "")
+        print(f"gpu_check: {name}: {outcome} in {seconds:.1f} s {figures}", file=sys.stderr)
+
+    def report(self, complete: bool) -> dict:
+        seconds = time.perf_counter() - self.start
+        report = {
+            "mode": self.mode,
+            "complete": complete,  # False: the run stopped (or is still going) before its last step
+            "device": torch.cuda.get_device_name() if self.cuda else platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "bf16_supported": torch.cuda.is_bf16_supported() if self.cuda else None,
+            "seconds": round(seconds, 1),
+            "budget_seconds": BUDGET_SECONDS[self.mode],
+            "sizes": asdict(self.size),
+            "steps": [asdict(step) for step in self.steps],
+        }
+        report["within_budget"] = seconds <= report["budget_seconds"]  # wall time: a shared CPU may miss it, a GPU not
+        report["failed"] = [step.name for step in self.steps if not step.ok]
+        report["ok"] = not report["failed"]
+        return report
+
+    def write(self, complete: bool) -> dict:
+        report = self.report(complete)
+        write_atomically(self.output, json.dumps(report, indent=2) + "\n")
+        return report
 
 
 def cli(*argv) -> None:
@@ -231,7 +287,6 @@ def explain_speed(checker: Checker, folder: Path, name: str) -> None:
     from explainers import explain, load_classifier
     from labelattn.data.builtin import BUILTIN
 
-    model, tokenizer = load_classifier(folder, device="cuda" if checker.cuda else None)
     texts = BUILTIN["trec"][0]().texts[-checker.size.explain_texts :]
     runs = {
         "integrated_gradients": dict(batch_size=checker.size.explain_batch),
@@ -240,6 +295,8 @@ def explain_speed(checker: Checker, folder: Path, name: str) -> None:
     for method, options in runs.items():
 
         def run(method=method, options=options):
+            # Loaded in the step, untimed: a training that failed fails these steps, not the whole check.
+            model, tokenizer = load_classifier(folder, device="cuda" if checker.cuda else None)
             start = time.perf_counter()
             explanations = explain(model, tokenizer, texts, method=method, **options)
             seconds = time.perf_counter() - start
@@ -305,6 +362,11 @@ def table(report: dict) -> str:
         lines.append(f"{step['name']:<42} {ok:<4} {step['seconds']:>7.1f} {peak:>8}  {step['figures']}")
     budget = f"budget {report['budget_seconds']} s: {'met' if report['within_budget'] else 'MISSED'}"
     lines.append(f"total {report['seconds']:.0f} s ({budget}); every check ok: {report['ok']}")
+    for step in report["steps"]:
+        if step["error"] is not None:
+            lines.append(f"{step['name']} raised {step['error']['type']}: {step['error']['message']}")
+    if report["failed"]:
+        lines.append(f"failed: {', '.join(report['failed'])}")
     return "\n".join(lines)
 
 
@@ -318,9 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no GPU is visible (torch.cuda.is_available() is False): run with --tiny on a CPU.")
     if mode == "tiny":
         torch.set_num_threads(1)  # toy models: one thread is faster than two on a shared machine
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as work:
-        checker = Checker(mode, Path(work))
+        checker = Checker(mode, Path(work), args.output)
         data = trec_data(checker)
         encoder = "minilm" if mode == "full" else tiny_encoder(checker)
         trained = {}
@@ -330,22 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         for backbone in ("embedding", encoder):
             explain_speed(checker, trained[backbone, "bf16"], Path(backbone).name)
         corpus_speed(checker)
-    seconds = time.perf_counter() - start
-    report = {
-        "mode": mode,
-        "device": torch.cuda.get_device_name() if checker.cuda else platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "bf16_supported": torch.cuda.is_bf16_supported() if checker.cuda else None,
-        "seconds": round(seconds, 1),
-        "budget_seconds": BUDGET_SECONDS[mode],
-        "sizes": asdict(checker.size),
-        "steps": [asdict(step) for step in checker.steps],
-    }
-    report["within_budget"] = seconds <= report["budget_seconds"]  # wall time: a shared CPU may miss it, a GPU not
-    report["ok"] = all(step.ok for step in checker.steps)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    report = checker.write(complete=True)
     print(table(report))
     print(f"wrote {args.output}")
     return 0 if report["ok"] else 1

@@ -105,10 +105,10 @@ def check_out(out: Path) -> None:
 def export_onnx(
     model: "PreTrainedModel", tokenizer: "PreTrainedTokenizerBase", out: str | Path, *, opset: int | None = None
 ) -> ExportReport:
-    """Export `model` (a sequence classifier, put in eval mode) to `out/model.onnx` with `tokenizer`'s files and the
-    config, verified against PyTorch on a single text, a padded batch and a padding-only row. Raises `ExportError`,
-    leaving nothing behind, when the graph cannot be traced or its logits differ from PyTorch's by more than the
-    tolerance."""
+    """Export `model` (a sequence classifier, put in eval mode and in float32) to `out/model.onnx` with
+    `tokenizer`'s files and the config, verified against PyTorch on a single text, a padded batch and a padding-only
+    row. Raises `ExportError`, leaving nothing behind, when the graph cannot be traced or its logits differ from
+    PyTorch's by more than the tolerance."""
     out = Path(out)
     check_out(out)
     if not getattr(tokenizer, "is_fast", False):
@@ -116,7 +116,7 @@ def export_onnx(
             f"{type(tokenizer).__name__} is a slow tokenizer: the torch-free predictor reads tokenizer.json, which "
             "only a fast tokenizer writes. Load the model with a fast tokenizer (use_fast=True)."
         )
-    model = model.eval()
+    model = model.float().eval()  # a model saved in fp16 or bf16: the predictor computes in float32
     names = input_names(model, tokenizer)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
@@ -188,7 +188,8 @@ def write_graph(model, tokenizer, names: list[str], path: Path, opset: int | Non
     from torch.export import Dim
 
     limit = max_length(model, tokenizer)
-    batch = {k: torch.from_numpy(v) for k, v in sample_batch(tokenizer, names, SAMPLE_TEXTS[:2]).items()}
+    # Cut to the model's limit, as the predictor cuts: a longer sample would break the length's bound below.
+    batch = {k: torch.from_numpy(v) for k, v in sample_batch(tokenizer, names, SAMPLE_TEXTS[:2], limit).items()}
     sizes = {0: Dim("batch", min=1, max=1_000_000), 1: Dim("length", min=1, max=limit)}
     wrapper = logits_module(model)
     try:
@@ -207,9 +208,11 @@ def write_graph(model, tokenizer, names: list[str], path: Path, opset: int | Non
                 verbose=False,
             )
     except Exception as error:  # torch.export's and onnxscript's errors have no common base class
+        reason = trace_failure(error)
+        hint = " A Python branch on a tensor's values cannot be exported." if "data-dependent" in reason else ""
         raise ExportError(
-            f"torch.onnx.export (dynamo=True) could not trace {type(model).__name__}: {trace_failure(error)}. A "
-            "Python branch on a tensor's values cannot be exported; nothing was written."
+            f"torch.onnx.export (dynamo=True) could not trace {type(model).__name__}: {reason}.{hint} The export "
+            "is refused; nothing was written."
         ) from error
 
 
@@ -272,8 +275,8 @@ def verify(model, tokenizer, names: list[str], path: Path) -> ExportReport:
         except Exception as error:  # onnxruntime's errors have no public base class
             shape = tuple(batch["input_ids"].shape)
             raise ExportError(
-                f"ONNX Runtime could not run the exported graph on inputs of shape {shape}: {error}. The export "
-                "is refused; nothing was written."
+                f"ONNX Runtime could not run the exported graph on inputs of shape {shape}: {trace_failure(error)}. "
+                "The export is refused; nothing was written."
             ) from error
         pairs.append((expected, actual))
     scale = max(SCALE_FLOOR, max(float(np.abs(expected).max()) for expected, _ in pairs))

@@ -1,7 +1,7 @@
 """Classify texts with a folder written by `labelattn export --format onnx`, without torch.
 
 labelattn predict-onnx out/trec-onnx questions.jsonl --output predictions.jsonl
-python -m labelattn.onnx_predict out/trec-onnx tickets.csv --text-column body --id-column ticket_id --output p.csv
+python -m labelattn.onnx_predict out/trec-onnx tickets.csv --text-column body --output p.csv
 
 It imports only onnxruntime, tokenizers, numpy and the standard library, so that a serving image needs no PyTorch:
 `pip install onnxruntime tokenizers numpy` and `pip install --no-deps labelattn` (or copy this one file). In Python:
@@ -10,11 +10,16 @@ It imports only onnxruntime, tokenizers, numpy and the standard library, so that
     classifier.probabilities(["how many people live in tokyo ?"])   # (texts, classes), numpy
     classifier.predict(["how many people live in tokyo ?"])         # [{"predicted_label": ..., "prob_<label>": ...}]
 
-DATA is a .jsonl (one JSON object a line), .csv (a header row) or .txt (one text a line) file; the output (.jsonl or
-.csv) has every input column, then `predicted_label` (`predicted_labels`, a list, for a multi-label model),
-`probability`, one `prob_<label>` per class (or `top_labels` and `top_probabilities` with `--top-k K`) and
-`truncated`, the columns `labelattn predict` writes. Rows are read,
-classified in length-sorted batches and written a chunk at a time; the file appears complete or not at all.
+DATA is a .jsonl (one JSON object a line), .csv (a header row) or .txt (one text a line; only a line feed ends a
+line) file in UTF-8, with or without a byte-order mark. The output (.jsonl or .csv) has `row` (from 0), every input
+column, then `predicted_label` (`predicted_labels`, a list, for a multi-label model), `probability`, one
+`prob_<label>` per class (or `top_labels` and `top_probabilities` with `--top-k K`), `truncated` and `error`, the
+columns `labelattn predict` writes. `error` is null, or says why a row was not classified ("row 7: the text is empty
+or only whitespace", "... is an int, not a string", "... is missing"); that row's prediction columns are null and
+the other rows are classified as usual. Refused, with no output written: an input column named like an output
+column (`row`, `error`, `probability`, `prob_*`, ...), which would be overwritten, and a CSV row with more or fewer
+fields than the header. Rows are read, classified in length-sorted batches and written a chunk at a time; the file
+appears complete or not at all.
 """
 
 import argparse
@@ -30,6 +35,20 @@ import numpy as np
 from tokenizers import Tokenizer
 
 CHUNK_ROWS = 4096  # rows read, classified and written at a time
+# The longest CSV cell read: csv's own limit (131,072 characters) refuses a long document. sys.maxsize overflows a C
+# long where that is 32 bits (Windows); 2**31 - 1 fits everywhere.
+CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+# The columns the output adds (and `prob_<label>`): an input column of such a name would be overwritten.
+RESULT_COLUMNS = (
+    "row",
+    "error",
+    "predicted_label",
+    "predicted_labels",
+    "probability",
+    "truncated",
+    "top_labels",
+    "top_probabilities",
+)
 
 
 class OnnxPredictError(ValueError):
@@ -75,8 +94,7 @@ class OnnxClassifier:
         """The logits `(texts, classes)` (float32, already divided by the model's temperature, if any) and whether
         each text was cut to the longest input the model reads; batches of similar lengths, so that little padding
         is computed."""
-        if batch_size < 1:
-            raise OnnxPredictError(f"batch_size must be at least 1, got {batch_size}.")
+        check_batch_size(batch_size, "batch_size")
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise OnnxPredictError(f"Text {i} is a {type(text).__name__}, not a string: {text!r:.80}.")
@@ -115,12 +133,31 @@ class OnnxClassifier:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= len(self.labels):
             raise OnnxPredictError(f"{name} {top_k}: give a number of classes from 1 to {len(self.labels)}.")
 
+    def check_threshold(self, threshold: float | None, name: str) -> float:
+        """The probability from which a multi-label model predicts a label (0.5 when None); refused for a
+        single-label model, which predicts its most probable class whatever the threshold."""
+        if threshold is None:
+            return 0.5
+        if not self.multi_label:
+            raise OnnxPredictError(f"{name} applies to multi-label models; this model predicts one class per text.")
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
+            raise OnnxPredictError(f"{name} {threshold}: give a probability strictly between 0 and 1.")
+        return threshold
+
+    def columns(self, top_k: int | None = None) -> list[str]:
+        """The names of the prediction columns, in `predict`'s order."""
+        chosen = "predicted_labels" if self.multi_label else "predicted_label"
+        by_class = ["top_labels", "top_probabilities"] if top_k is not None else [f"prob_{x}" for x in self.labels]
+        return [chosen, "probability", *by_class, "truncated"]
+
     def predict(
-        self, texts: list[str], batch_size: int = 32, threshold: float = 0.5, top_k: int | None = None
+        self, texts: list[str], batch_size: int = 32, threshold: float | None = None, top_k: int | None = None
     ) -> list[dict[str, Any]]:
-        """One row per text: the predicted label (labels at or above `threshold`, for a multi-label model), its
-        probability, every class's probability (or with `top_k` the k most probable classes, as `labelattn predict
-        --top-k` writes them) and whether the text was cut."""
+        """One row per text: the predicted label (labels at or above `threshold`, default 0.5, for a multi-label
+        model; a single-label model refuses a threshold), its probability, every class's probability (or with
+        `top_k` the k most probable classes, as `labelattn predict --top-k` writes them) and whether the text was
+        cut."""
+        threshold = self.check_threshold(threshold, "threshold")
         if top_k is not None:
             self.check_top_k(top_k, "top_k")
         logits, truncated = self.logits(texts, batch_size)
@@ -144,18 +181,38 @@ class OnnxClassifier:
         return rows
 
 
+def check_batch_size(batch_size: int, name: str) -> None:
+    """Refuse a batch size that is not a whole number from 1."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise OnnxPredictError(f"{name} {batch_size}: give a number of texts from 1 up.")
+
+
+def text_problem(text: Any) -> str | None:
+    """Why `text` cannot be classified, as the end of "the text ...", in `labelattn predict`'s words; or None."""
+    if text is None:
+        return "is missing"
+    if not isinstance(text, str):
+        kind = type(text).__name__
+        return f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a string"
+    if not text.strip():
+        return "is empty or only whitespace"
+    return None
+
+
 def read_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of a .jsonl, .csv or .txt file, one dict each (a .txt line is `{"text": line}`)."""
+    """The rows of a .jsonl, .csv or .txt file in UTF-8 (a byte-order mark, as Excel writes, is skipped), one dict
+    each (a .txt line is `{"text": line}`)."""
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv", ".txt"):
         raise OnnxPredictError(f"{path}: the ONNX predictor reads .jsonl, .csv or .txt files.")
-    with path.open(encoding="utf-8", newline="") as handle:
-        if suffix == ".csv":
-            yield from csv.DictReader(handle)
-            return
+    if suffix == ".csv":
+        yield from read_csv(path)
+        return
+    # Only a line feed ends a line: a lone carriage return inside a text stays in it.
+    with path.open(encoding="utf-8-sig", newline="\n") as handle:
         for number, line in enumerate(handle, start=1):
             if suffix == ".txt":
-                yield {"text": line.rstrip("\r\n")}
+                yield {"text": line.removesuffix("\n").removesuffix("\r")}
                 continue
             if not line.strip():
                 continue
@@ -166,6 +223,42 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not isinstance(row, dict):
                 raise OnnxPredictError(f"{path}, line {number}: a JSON object is needed, got {type(row).__name__}.")
             yield row
+
+
+def read_csv(path: Path) -> Iterator[dict[str, str]]:
+    """The rows of a CSV file under its header; a row of more or fewer fields than the header, or one that csv
+    cannot read, is refused with its line."""
+    csv.field_size_limit(CSV_FIELD_LIMIT)
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            for row in reader:
+                # DictReader puts a longer row's extra fields under the key None and fills a shorter one with None.
+                if None in row or None in row.values():
+                    fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None, ()))
+                    raise OnnxPredictError(
+                        f"{path}, line {reader.line_num}: {fields} fields where the header has "
+                        f"{len(reader.fieldnames)}: quote a field that holds a comma, or fill in the missing ones."
+                    )
+                yield row
+        except csv.Error as error:  # DictReader's line_num is the previous row's until a row is read
+            raise OnnxPredictError(f"{path}, line {reader.reader.line_num}: {error}.") from None
+
+
+def check_columns(data: Path, chunk: list[dict[str, Any]], text_column: str, first_row: int) -> None:
+    """Refuse rows without the text column, or with a column that the predictions would overwrite."""
+    missing = [first_row + i for i, row in enumerate(chunk) if text_column not in row]
+    if missing:
+        raise OnnxPredictError(
+            f"{data}: row {missing[0]} has no column {text_column!r} (it has {sorted(chunk[0])}): "
+            "name the column of the texts with --text-column."
+        )
+    clash = sorted(c for c in set().union(*chunk) if c in RESULT_COLUMNS or c.startswith("prob_"))
+    if clash:
+        raise OnnxPredictError(
+            f"{data}: the column(s) {clash} would be overwritten by the predictions' columns of the same names: "
+            "rename them in the data first."
+        )
 
 
 def chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -186,35 +279,38 @@ def predict_file(
     *,
     text_column: str = "text",
     batch_size: int = 32,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     top_k: int | None = None,
 ) -> int:
     """Classify every row of `data` into `output` (.jsonl or .csv, written under a temporary name and renamed when
-    complete); returns the number of rows."""
+    complete); returns the number of rows. A row whose text is empty, missing or not a string gets an `error` and
+    null predictions."""
     data, output = Path(data), Path(output)
     if output.suffix.lower() not in (".jsonl", ".csv"):
         raise OnnxPredictError(f"--output {output}: end the file name with .jsonl or .csv to pick the format.")
+    if not output.parent.is_dir():
+        raise OnnxPredictError(f"--output {output}: {output.parent} is not a folder; create it first.")
     if output.exists() and data.exists() and output.resolve() == data.resolve():
         raise OnnxPredictError(f"--output {output} is the input file: choose another output.")
+    check_batch_size(batch_size, "batch_size")
+    classifier.check_threshold(threshold, "threshold")
+    if top_k is not None:
+        classifier.check_top_k(top_k, "top_k")
+    no_prediction = dict.fromkeys(classifier.columns(top_k))
     temporary = output.with_name(f"{output.name}.tmp-{os.getpid()}")
     count = 0
     try:
         with temporary.open("w", encoding="utf-8", newline="") as handle:
             writer = None
             for chunk in chunks(read_rows(data), CHUNK_ROWS):
-                missing = [count + i for i, row in enumerate(chunk) if text_column not in row]
-                if missing:
-                    raise OnnxPredictError(
-                        f"{data}: row {missing[0]} has no column {text_column!r} (it has {sorted(chunk[0])}): "
-                        "name the column of the texts with --text-column."
-                    )
-                texts = [row[text_column] for row in chunk]
-                try:
-                    predictions = classifier.predict(texts, batch_size, threshold, top_k)
-                except OnnxPredictError as error:
-                    raise OnnxPredictError(f"{data}, rows {count}-{count + len(chunk) - 1}: {error}") from None
-                for row, prediction in zip(chunk, predictions, strict=True):
-                    row = {"row": count, **row, **prediction}
+                check_columns(data, chunk, text_column, count)
+                problems = [text_problem(row[text_column]) for row in chunk]
+                texts = [row[text_column] for row, problem in zip(chunk, problems, strict=True) if problem is None]
+                predictions = iter(classifier.predict(texts, batch_size, threshold, top_k) if texts else [])
+                for row, problem in zip(chunk, problems, strict=True):
+                    prediction = no_prediction if problem else next(predictions)
+                    error = f"row {count}: the text {problem}" if problem else None
+                    row = {"row": count, **row, **prediction, "error": error}
                     count += 1
                     if output.suffix.lower() == ".jsonl":
                         handle.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -241,8 +337,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=float,
-        default=0.5,
-        help="multi-label models: the probability from which a label is predicted",
+        default=None,
+        help="multi-label models: the probability from which a label is predicted (default 0.5)",
     )
     parser.add_argument(
         "--top-k",
@@ -254,13 +350,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 < args.threshold < 1:
-        raise OnnxPredictError(f"--threshold {args.threshold}: give a probability strictly between 0 and 1.")
+    check_batch_size(args.batch_size, "--batch-size")
     if not args.data.is_file():
         raise OnnxPredictError(f"{args.data}: no such file.")
     classifier = OnnxClassifier(args.folder, threads=args.threads)
+    # Here, with the options' names; predict_file checks them again, before the output file is opened.
+    classifier.check_threshold(args.threshold, "--threshold")
     if args.top_k is not None:
-        classifier.check_top_k(args.top_k, "--top-k")  # before the output file is opened
+        classifier.check_top_k(args.top_k, "--top-k")
     count = predict_file(
         classifier,
         args.data,

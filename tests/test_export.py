@@ -3,8 +3,10 @@ of the logits' scale) for both backbones, on inputs the export never saw (other 
 only padding); an export that would not be exact is refused with exit 2 and leaves nothing behind; the predictor
 runs a corpus file with torch blocked."""
 
+import argparse
 import csv
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from conftest import make_model, planted_texts, save_model
 
 import configuration_labelattn
 import modeling_labelattn
+from labelattn import onnx_predict
 from labelattn.cli import main
 from labelattn.export import RELATIVE_TOLERANCE, ExportError, export_onnx
 from labelattn.onnx_predict import OnnxClassifier, OnnxPredictError
@@ -151,7 +154,7 @@ def with_a_value_branch(monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     ("break_model", "message"),
-    [(scaled_when_exported, "differ from PyTorch's by"), (with_a_value_branch, "could not trace")],
+    [(scaled_when_exported, "differ from PyTorch's by"), (with_a_value_branch, "Python branch on a tensor's values")],
     ids=["inexact", "untraceable"],
 )
 def test_an_export_that_would_not_be_exact_is_refused_and_leaves_nothing(
@@ -253,3 +256,176 @@ def test_the_predictor_reads_csv_and_refuses_a_missing_column(encoder_export, tm
     assert main(["predict-onnx", str(out), str(data), "--output", str(missing)]) == 2
     assert "has no column 'text'" in capsys.readouterr().err
     assert not missing.exists() and not list(tmp_path.glob("missing.csv.tmp-*"))
+
+
+def predict_onnx(folder: Path, data: Path, output: Path, *options: str) -> int:
+    return main(["predict-onnx", str(folder), str(data), "--output", str(output), *options])
+
+
+def test_a_huge_csv_cell_is_read_and_a_csv_error_is_refused_by_line(encoder_export, tmp_path, monkeypatch, capsys):
+    _, out = encoder_export
+    data = tmp_path / "long.csv"
+    data.write_text("id,text\n1,who wrote hamlet\n2," + "zebra " * 30_000 + "\n")  # 180,000 characters
+    assert predict_onnx(out, data, tmp_path / "long.jsonl") == 0
+    rows = [json.loads(line) for line in (tmp_path / "long.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["truncated"]) for r in rows] == [("1", False), ("2", True)]
+
+    previous = csv.field_size_limit()
+    monkeypatch.setattr(onnx_predict, "CSV_FIELD_LIMIT", 1000)  # any csv.Error: the same one-line refusal
+    try:
+        assert predict_onnx(out, data, tmp_path / "refused.jsonl") == 2
+    finally:
+        csv.field_size_limit(previous)
+    assert f"{data}, line 3: field larger than field limit" in capsys.readouterr().err
+    assert not (tmp_path / "refused.jsonl").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".txt"])
+def test_a_file_with_a_byte_order_mark_is_read(suffix, encoder_export, tmp_path):
+    _, out = encoder_export
+    content = {
+        ".csv": "text\nwho wrote hamlet\n",
+        ".jsonl": '{"text": "who wrote hamlet"}\n',
+        ".txt": "who wrote hamlet\n",
+    }[suffix]
+    data = tmp_path / f"bom{suffix}"
+    data.write_text(content, encoding="utf-8-sig")  # Excel's "CSV UTF-8"
+    assert predict_onnx(out, data, tmp_path / "out.jsonl") == 0
+    (row,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert row["text"] == "who wrote hamlet" and row["error"] is None
+
+
+def test_only_a_newline_ends_a_txt_line(encoder_export, tmp_path):
+    _, out = encoder_export
+    data = tmp_path / "lines.txt"
+    data.write_bytes(b"who wrote\rhamlet\nwhere is lima\r\nthe last line")
+    assert predict_onnx(out, data, tmp_path / "out.jsonl") == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == ["who wrote\rhamlet", "where is lima", "the last line"]
+
+
+def csv_cell(value: str):
+    try:
+        return json.loads(value) if value else None
+    except json.JSONDecodeError:
+        return value
+
+
+@pytest.mark.parametrize("output_suffix", [".jsonl", ".csv"])
+def test_a_row_without_a_text_gets_an_error_and_the_others_are_predicted(output_suffix, encoder_export, tmp_path):
+    _, out = encoder_export
+    texts = ["who wrote hamlet", "", "   ", 42, None, "where is lima , peru ?"]
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    output = tmp_path / f"out{output_suffix}"
+    assert predict_onnx(out, data, output, "--batch-size", "1") == 0
+    if output_suffix == ".jsonl":
+        rows = [json.loads(line) for line in output.read_text().splitlines()]
+    else:  # a CSV cell is a string: an empty one stands for null, a number or a list is written as JSON
+        rows = [{k: csv_cell(v) for k, v in r.items()} for r in csv.DictReader(output.open())]
+    assert [r["error"] for r in rows] == [
+        None,
+        "row 1: the text is empty or only whitespace",
+        "row 2: the text is empty or only whitespace",
+        "row 3: the text is an int, not a string",
+        "row 4: the text is missing",
+        None,
+    ]
+    predicted = OnnxClassifier(out).predict([texts[0], texts[5]])
+    for row, expected in zip([rows[0], rows[5]], predicted, strict=True):
+        assert row["predicted_label"] == expected["predicted_label"]
+        assert [row[k] for k in expected if k.startswith("prob_")] == pytest.approx(
+            [v for k, v in expected.items() if k.startswith("prob_")], abs=1e-6
+        )
+    for row in rows[1:5]:
+        assert set(row) == set(rows[0]) and all(row[k] is None for k in predicted[0])
+
+
+@pytest.mark.parametrize("column", ["probability", "error", "row", "prob_class_0", "prob_other", "top_labels"])
+def test_an_input_column_the_predictions_would_overwrite_is_refused(column, encoder_export, tmp_path, capsys):
+    _, out = encoder_export
+    data = tmp_path / "clash.jsonl"
+    data.write_text(json.dumps({"text": "who wrote hamlet", column: 1}) + "\n")
+    output = tmp_path / "out.csv"
+    assert predict_onnx(out, data, output) == 2
+    error = capsys.readouterr().err
+    assert repr(column) in error and "rename" in error, error
+    assert not output.exists() and not list(tmp_path.glob("out.csv.tmp-*"))
+
+
+@pytest.mark.parametrize("bad_line", ["3,a third,field", "3"], ids=["longer", "shorter"])
+def test_a_ragged_csv_row_is_refused_with_its_line(bad_line, encoder_export, tmp_path, capsys):
+    _, out = encoder_export
+    data = tmp_path / "ragged.csv"
+    data.write_text(f"id,text\n1,who wrote hamlet\n{bad_line}\n4,define zebra\n")
+    output = tmp_path / "out.csv"
+    assert predict_onnx(out, data, output) == 2
+    error = capsys.readouterr().err
+    assert f"{data}, line 3: " in error and "header" in error, error
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--batch-size", "0"], "--batch-size 0: give a number of texts from 1"),
+        (["--threshold", "0.3"], "--threshold applies to multi-label models"),
+    ],
+    ids=["batch-size-0", "threshold-single-label"],
+)
+def test_a_bad_option_is_refused_up_front(options, message, encoder_export, tmp_path, capsys):
+    _, out = encoder_export
+    data = tmp_path / "data.txt"
+    data.write_text("who wrote hamlet\n")
+    assert predict_onnx(out, data, tmp_path / "out.jsonl", *options) == 2
+    error = capsys.readouterr().err
+    assert message in error and "rows 0-" not in error, error
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_missing_output_folder_is_named(encoder_export, tmp_path, capsys):
+    _, out = encoder_export
+    data = tmp_path / "data.txt"
+    data.write_text("who wrote hamlet\n")
+    assert predict_onnx(out, data, tmp_path / "no-folder" / "out.jsonl") == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'no-folder'} is not a folder" in error and ".tmp-" not in error, error
+
+
+def test_the_documented_predict_onnx_commands_parse():
+    parser = argparse.ArgumentParser()
+    onnx_predict.add_arguments(parser)
+    prefixes = ("labelattn predict-onnx ", "python -m labelattn.onnx_predict ")
+    documents = [onnx_predict.__doc__, (REPO_ROOT / "docs" / "production.md").read_text()]
+    lines = [line.split("  #")[0] for doc in documents for line in doc.splitlines() if line.startswith(prefixes)]
+    assert len(lines) >= 3
+    for line in lines:
+        parser.parse_args(shlex.split(line)[3 if line.startswith("python") else 2 :])  # SystemExit on a bad option
+
+
+def test_a_model_with_a_short_input_limit_exports(tokenizer, tmp_path):
+    model = make_model("embedding", max_seq_length=6)  # the sample texts are longer
+    report = export_onnx(model, tokenizer, tmp_path / "onnx")
+    assert report.max_gap <= report.bound and max(n for _, n in report.shapes) == 6
+    classifier = OnnxClassifier(tmp_path / "onnx")
+    assert classifier.predict(["who wrote hamlet ? " * 10])[0]["truncated"]
+
+
+def test_a_model_saved_in_fp16_exports_in_float32(tokenizer, tmp_path):
+    folder = save_model(make_model("embedding").half(), tokenizer, tmp_path / "model")
+    assert json.loads((folder / "config.json").read_text()).get("dtype", "float16") == "float16"
+    assert main(["export", str(folder), str(tmp_path / "onnx")]) == 0
+    assert_onnx_equals_pytorch(make_model("embedding").half().float(), tokenizer, tmp_path / "onnx")
+
+
+def test_a_tracing_failure_is_reported_with_its_cause(tokenizer, tmp_path, monkeypatch):
+    def forward_failing(self, *args, **kwargs):
+        raise NotImplementedError("no kernel for this op\nmore detail")
+
+    monkeypatch.setattr(modeling_labelattn.LabelAttnForSequenceClassification, "forward", forward_failing)
+    with pytest.raises(ExportError) as refused:
+        export_onnx(make_model("embedding"), tokenizer, tmp_path / "onnx")
+    message = str(refused.value)
+    assert "NotImplementedError: no kernel for this op" in message and "more detail" not in message, message
+    assert "Python branch" not in message and "nothing was written" in message
+    assert not (tmp_path / "onnx").exists()
