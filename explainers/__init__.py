@@ -14,7 +14,7 @@ import pkgutil
 from .api import Predictions, cost_hints, explain, get_explainer, parse_options, predict, supported_methods
 from .base import Explainer, TokenScores
 from .compare import compare, target_for
-from .errors import ExplainerError, ExplainerInputError, MethodError, TargetError
+from .errors import ExplainerError, ExplainerInputError, MethodError, NonFiniteLogitsError, TargetError
 from .explanation import Explanation
 from .loading import LoadError, load_classifier
 from .models import baseline_token_id, token_limit
@@ -35,6 +35,7 @@ __all__ = [
     "Explanation",
     "LoadError",
     "MethodError",
+    "NonFiniteLogitsError",
     "Predictions",
     "TargetError",
     "TokenScores",

@@ -15,3 +15,12 @@ class TargetError(ExplainerError):
 
 class MethodError(ExplainerError):
     """An unknown method, or one that does not fit the model (e.g. rollout on a model without layers)."""
+
+
+class NonFiniteLogitsError(ExplainerError):
+    """Logits that are not finite numbers: for every text (`every_text`: the model's weights are broken) or for some
+    (those texts overflow, say in float16), which a corpus run turns into those rows' errors."""
+
+    def __init__(self, message: str, every_text: bool) -> None:
+        super().__init__(message)
+        self.every_text = every_text

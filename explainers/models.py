@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .errors import ExplainerError, ExplainerInputError, MethodError
+from .errors import ExplainerInputError, MethodError, NonFiniteLogitsError
 
 # What a tokenizer without a `model_max_length` says (transformers' VERY_LARGE_INTEGER): no limit.
 NO_LIMIT = int(1e30)
@@ -218,10 +218,12 @@ def check_finite_logits(logits: torch.Tensor) -> None:
     least, greatest = torch.aminmax(logits, dim=-1)
     bad = ~(torch.isfinite(least) & torch.isfinite(greatest))
     if bad.any():
-        rows = bad.nonzero().squeeze(1).tolist()
-        raise ExplainerError(
-            f"The model gives logits that are not finite numbers for text(s) {rows[:10]}: its weights are broken "
-            "(a diverged training run?). Retrain it or load a good checkpoint."
+        which = f"every text ({len(bad)})" if bad.all() else f"text(s) {bad.nonzero().squeeze(1).tolist()[:10]}"
+        raise NonFiniteLogitsError(
+            f"The model gives logits that are not finite numbers for {which}: its weights are broken (a diverged "
+            "training run? retrain it or load a good checkpoint), or the texts overflow the precision it computes "
+            "in (float16? use bfloat16 or float32).",
+            every_text=bool(bad.all()),
         )
 
 

@@ -13,6 +13,7 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from conftest import FILLER, make_model, save_model
 
 from explainers import load_classifier, predict
@@ -179,6 +180,35 @@ def test_a_column_of_bytes_is_refused_for_a_text_output_before_any_work(model_fo
         "CSV could hold: write the output as .parquet, or drop the column from the input."
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blob.parquet"]
+
+
+def test_a_text_whose_logits_overflow_costs_only_its_row_and_a_broken_model_stops_the_run(tokenizer, tmp_path, capsys):
+    """One word's embedding past float32's range (as an fp16 overflow would be) makes the logits of the texts that
+    hold it NaN: those rows get an error, the others are computed as `predict` gives them. A model whose logits are
+    NaN for every text is refused, not written as a file of error rows."""
+    model = make_model("embedding", num_labels=3)
+    zebra = tokenizer.convert_tokens_to_ids("zebra")
+    with torch.no_grad():
+        model.labelattn.embeddings.weight[zebra] = float("inf")
+    folder = save_model(model, tokenizer, tmp_path / "model")
+    texts = ["who wrote hamlet ?", "a zebra in the fern", "how far is the moon ?", "zebra"]
+    data = write_jsonl(tmp_path / "z.jsonl", [{"text": text} for text in texts])
+    out = tmp_path / "p.jsonl"
+    assert cli("predict", folder, data, "--output", out, "--no-progress") == 0
+    written = read_output(out)
+    overflow = "the text gives logits that are not finite numbers: it overflows the model's precision"
+    assert [bool(r["error"]) for r in written] == [False, True, False, True]
+    assert all(r["error"].startswith(f"row {i}: {overflow}") for i, r in enumerate(written) if r["error"])
+    fine = [texts[0], texts[2]]
+    direct = predict(*load_classifier(folder), fine).probabilities.max(-1).values
+    assert [written[i]["probability"] for i in (0, 2)] == pytest.approx(direct.tolist(), abs=1e-6)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.fill_(float("nan"))
+    broken = save_model(model, tokenizer, tmp_path / "broken")
+    assert cli("predict", broken, data, "--output", tmp_path / "b.jsonl", "--no-progress") == 2
+    assert "logits that are not finite numbers for every text (4): its weights are broken" in capsys.readouterr().err
+    assert not (tmp_path / "b.jsonl").exists()
 
 
 def test_a_number_among_texts_past_the_readers_first_block_is_read_as_a_number(model_folder, tmp_path):

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from explainers import ExplainerInputError, explain, get_explainer, predict
+from explainers import ExplainerInputError, NonFiniteLogitsError, explain, get_explainer, predict
 from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
 from explainers.models import is_multi_label
@@ -700,23 +700,38 @@ def row_problem(text: Any, max_chars: int) -> str | None:
     return None
 
 
-def compute_rows(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] | str]:
-    """`job.compute(texts)`, with each text the explainers refuse (say, one that gives no token the model knows)
-    replaced by the reason: the texts are halved until each refused one is alone, so that one bad text costs a
-    few tokenizations of its shard, and every other text is computed.
+def compute_rows(job: Job, texts: list[TextInput], whole: bool = True) -> list[list[dict[str, Any]] | str]:
+    """`job.compute(texts)`, with each text the explainers refuse (say, one that gives no token the model knows),
+    and each text whose logits are not finite (an overflow in float16, say), replaced by the reason: the texts are
+    halved until each refused one is alone, so that one bad text costs a few passes over its shard, and every other
+    text is computed.
 
-    A refusal that is not about its text (about the model or the tokenizer) is raised: it would refuse every row.
+    A refusal that is not about its text is raised: one about the model or the tokenizer, or logits that are not
+    finite for every text of a `whole` shard of several (the model's weights): it would refuse every row.
     """
     try:
         return job.compute(texts)
     except ExplainerInputError as error:
         if len(texts) > 1:
-            half = len(texts) // 2
-            return compute_rows(job, texts[:half]) + compute_rows(job, texts[half:])
+            return compute_halves(job, texts)
         message = str(error)
         if not message.startswith(FIRST_TEXT):
             raise
         return [f"{subject(texts[0])} {message[len(FIRST_TEXT) :]}"]
+    except NonFiniteLogitsError as error:
+        if error.every_text and whole and len(texts) > 1:
+            raise
+        if len(texts) > 1:
+            return compute_halves(job, texts)
+        return [
+            f"{subject(texts[0])} gives logits that are not finite numbers: it overflows the model's precision "
+            "(under --mixed-precision fp16, use bf16 or no), or the weights are broken"
+        ]
+
+
+def compute_halves(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]] | str]:
+    half = len(texts) // 2
+    return compute_rows(job, texts[:half], whole=False) + compute_rows(job, texts[half:], whole=False)
 
 
 # --------------------------------------------------------------------------------------------------- public API
