@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/long_text.py [--model models/bbc-embedding] [--articles 3] [--docs]
     .venv/bin/python bench/long_text.py --scaling [--docs]
+    .venv/bin/python bench/long_text.py --truncate-cost
 
 For the BBC News articles nearest to 2,000 words (the model reads 128 tokens at a time), prints for
 `long_text="truncate"` and `long_text="windows"` of Integrated Gradients: the words explained, the windows, the
@@ -9,8 +10,10 @@ largest completeness gap of a window against its convergence delta, and the seco
 interleaved rounds). With `--scaling`, instead: the seconds and microseconds per word of `predict` and of
 `explain(method="label_attention")` with `long_text="windows"` on texts of 1,000, 10,000 and 100,000 words (BBC News
 articles one after another), which are equal per word when the cost is linear in the text's length. With `--docs`
-the table goes into docs/explainers.md. Train the model first: `labelattn train --data bbc-news --output-dir
-models/bbc-embedding`.
+the table goes into docs/explainers.md. With `--truncate-cost`: the seconds and peak memory of tokenizing
+one row of about 2.2 million characters (CJK, then English) to keep `--max-length` tokens, through the prefix
+that holds them (`explainers.words.kept_prefix`) and whole, with the MiniLM tokenizer (no model needed). The other
+modes need the model: `labelattn train --data bbc-news --output-dir models/bbc-embedding`.
 """
 
 import argparse
@@ -106,6 +109,48 @@ def scaling(model, tokenizer, rounds: int, sizes: list[int]) -> str:
     )
 
 
+ROWS = {"CJK": "漢字の文章を読む。" * 250_000, "English": "the quick brown fox jumps over the lazy dog " * 50_000}
+
+
+def tokenize_one_row(name: str, whole: bool, max_length: int) -> tuple[float, float, int, bool]:
+    """In a process of its own (its peak memory is this row's): seconds, peak MB over the start, tokens, truncated."""
+    import resource
+
+    from transformers import AutoTokenizer
+
+    from explainers import words
+    from labelattn import minilm_path
+
+    tokenizer, text = AutoTokenizer.from_pretrained(minilm_path()), ROWS[name]
+    if whole:
+        words.PREFIX_CHARS_PER_TOKEN = len(text)  # no prefix is tried: the text is tokenized whole
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "only its first ... words are explained"
+        item = words.tokenize(tokenizer, [text], max_length)[0]
+    seconds = time.perf_counter() - start
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    return seconds, grown, len(item.input_ids), item.truncated
+
+
+def truncate_cost(max_length: int) -> None:
+    """One huge row tokenized to keep `max_length` tokens, through its prefix and whole, each in a fresh process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    for name, text in ROWS.items():
+        for way in ("prefix", "whole"):
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                seconds, grown, tokens, truncated = pool.submit(
+                    tokenize_one_row, name, way == "whole", max_length
+                ).result()
+            print(
+                f"{name}, {len(text):,} characters, {way}: {seconds:.2f} s, peak memory +{grown:,.0f} MB, "
+                f"{tokens} tokens, truncated {truncated}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(REPO_ROOT / "models" / "bbc-embedding"))
@@ -114,8 +159,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scaling", action="store_true", help="time windows at 1,000 to 100,000 words instead")
     parser.add_argument("--words", type=int, nargs="+", default=list(SCALING_WORDS), help="--scaling's text lengths")
+    parser.add_argument("--truncate-cost", action="store_true", help="time one huge row's truncation instead")
     parser.add_argument("--docs", action="store_true")
     args = parser.parse_args()
+    if args.truncate_cost:
+        truncate_cost(args.max_length)
+        return
     model, tokenizer = load_classifier(args.model)
     if args.scaling:
         table = scaling(model, tokenizer, args.rounds, args.words)

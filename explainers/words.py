@@ -14,6 +14,7 @@ selector that the tokenizer normalised away stays with its word (`café`, `न�
 their segment (0 or 1) and a span into their own segment's text.
 """
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from .models import exclusive
 
 # One text to explain: a str, or a pair (text, text_pair) for the models that read two segments.
 TextInput = str | tuple[str, str]
+# A single text longer than this many characters per token it may keep is first read through a prefix of as many.
+PREFIX_CHARS_PER_TOKEN = 16
 
 
 @dataclass
@@ -177,7 +180,8 @@ def check_tokenizer(tokenizer: object) -> None:
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max_length: int) -> list[TokenizedText]:
     """Tokenize `texts` (str or `(text, text_pair)`; truncating to `max_length` tokens with a warning) and map
-    tokens to words."""
+    tokens to words. A single text far longer than `max_length` tokens is read through the prefix that holds its
+    kept tokens (`kept_prefix`)."""
     check_tokenizer(tokenizer)
     texts, _ = check_texts(list(texts))
     items: list[TokenizedText | None] = [None] * len(texts)
@@ -186,12 +190,14 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
         indices = [i for i, text in enumerate(texts) if isinstance(text, tuple) == is_pair]
         if not indices:
             continue
-        first = [texts[i][0] if is_pair else texts[i] for i in indices]
         second = [texts[i][1] for i in indices] if is_pair else None
         with exclusive(tokenizer):  # a fast tokenizer's truncation setting is shared state
+            first = [texts[i][0] if is_pair else kept_prefix(tokenizer, texts[i], max_length) for i in indices]
             encoding = tokenizer(first, second, truncation=True, max_length=max_length, return_offsets_mapping=True)
         for row, i in enumerate(indices):
-            items[i] = tokenized_text(texts[i], encoding, row, i)
+            # A prefix's spans count from the text's start, as the text's do: the item keeps the whole text.
+            item = tokenized_text(texts[i] if is_pair else first[row], encoding, row, i)
+            items[i] = item if is_pair else dataclasses.replace(item, text=texts[i])
             if items[i].truncated:
                 warnings.warn(
                     f"Text {i} is longer than {max_length} tokens: only its first {len(items[i].words)} words are "
@@ -199,6 +205,22 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: Sequence[TextInput], max
                     stacklevel=4,
                 )
     return items
+
+
+def kept_prefix(tokenizer: PreTrainedTokenizerBase, text: str, max_length: int) -> str:
+    """The shortest prefix of `text` (from `PREFIX_CHARS_PER_TOKEN` x `max_length` characters, doubling) whose first
+    `max_length` tokens are the text's, or `text` itself. They are when the prefix has more tokens than are kept and
+    the last kept one belongs to a word before the prefix's last (which the cut may have split): the pre-tokenizer
+    makes each word's tokens, offsets and word id depend on that word alone. Tokenizing a whole row of 5 million
+    characters to keep 512 tokens took half a minute and gigabytes."""
+    kept = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    size = PREFIX_CHARS_PER_TOKEN * max_length
+    while size < len(text):
+        words = [word for word in tokenizer(text[:size], add_special_tokens=False).word_ids() if word is not None]
+        if len(words) > kept and words[kept - 1] != words[-1]:
+            return text[:size]
+        size *= 2
+    return text
 
 
 def tokenized_text(

@@ -6,6 +6,7 @@ O(1) and tolerances mean something.
 """
 
 import math
+import random
 import re
 from collections import Counter
 
@@ -26,11 +27,12 @@ from explainers import (
     predict,
     supported_methods,
     token_limit,
+    words,
 )
 from explainers.base import predict_logits
 from explainers.evaluation.faithfulness import evaluate_faithfulness
 from explainers.models import baseline_token_id, check_finite_logits, readout
-from explainers.words import tokenize
+from explainers.words import kept_prefix, tokenize, tokenized_text
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -517,3 +519,28 @@ def test_planted_word_is_found(family, pairs, tokenizers, request):
             assert top.strip(".").lower() == PLANTED_WORD, (method, exp.words, exp.scores)
             if pairs:
                 assert exp.word_segments[exp.words.index(top)] == 1
+
+
+@pytest.mark.parametrize("chars_per_token", [1, 16])
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe_roberta", "bpe_gpt2", "unigram_xlmr"])
+def test_a_long_text_read_through_its_prefix_is_tokenized_as_the_whole_text(
+    tokenizers, monkeypatch, kind, chars_per_token
+):
+    """A text far longer than the tokens kept is tokenized through a prefix (`kept_prefix`): its tokens, words,
+    spans and truncation are the whole text's, wherever the cut falls (in a word, in whitespace, in a cluster of
+    marks or an emoji sequence), for the three kinds of tokenizers. One character per token starts the prefixes
+    short, so that cuts fall next to the last kept token."""
+    monkeypatch.setattr(words, "PREFIX_CHARS_PER_TOKEN", chars_per_token)
+    tokenizer = tokenizers(kind)
+    rng = random.Random(0)
+    pieces = ["zebra", "fern", "granite", "café", "e\u0301", "नमस्ते", "👩\u200d👩\u200d👧", "xyzzyplugh", "?", "1984"]
+    gaps = [" ", "", "  ", ". ", "\n", " \u0301"]
+    through_prefix = 0
+    for _ in range(40):
+        text = "".join(rng.choice(pieces) + rng.choice(gaps) for _ in range(rng.randint(150, 400)))
+        max_length = rng.choice([6, 9, 17, 33])
+        through_prefix += kept_prefix(tokenizer, text, max_length) != text
+        encoding = tokenizer([text], truncation=True, max_length=max_length, return_offsets_mapping=True)
+        with pytest.warns(UserWarning, match="only its first"):
+            assert tokenize(tokenizer, [text], max_length) == [tokenized_text(text, encoding, 0, 0)]
+    assert through_prefix >= 30  # the prefix was taken, not the whole text
