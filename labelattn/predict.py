@@ -22,9 +22,13 @@ an interruption skips the finished shards.
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from labelattn.arguments import MIXED_PRECISION, add_model_arguments
 from labelattn.corpus.options import DATA_HELP, add_corpus_arguments
+
+if TYPE_CHECKING:  # datasets loads when the command runs, so that --help stays fast
+    import datasets
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +112,7 @@ def fallback_thresholds(args: argparse.Namespace) -> list[tuple[str, float | Non
     return coding.stored_fallback(coding.read_coding(args.model, args.revision), args.target_accuracy, args.model)
 
 
-def print_fallback_rows(dataset, fallback: list[tuple[str, float | None]], target: float) -> None:
+def print_fallback_rows(dataset: "datasets.Dataset", fallback: list[tuple[str, float | None]], target: float) -> None:
     """How many rows each level codes and how many are left to a person (error rows are counted apart)."""
     import pyarrow.compute as pc
 
@@ -124,7 +128,7 @@ def print_fallback_rows(dataset, fallback: list[tuple[str, float | None]], targe
     )
 
 
-def print_manual_rows(dataset, threshold: float, source: str) -> None:
+def print_manual_rows(dataset: "datasets.Dataset", threshold: float, source: str) -> None:
     """How many rows the `manual` column sends to a person (error rows, with no probability, are counted apart)."""
     import pyarrow.compute as pc
 

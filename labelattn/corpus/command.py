@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from labelattn.corpus.options import FORMATS
+
 if TYPE_CHECKING:  # datasets and torch load when a command runs, so that --help stays fast
     import datasets
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from labelattn.corpus.jobs import CorpusReport, Job
-
-FORMATS = (".parquet", ".jsonl", ".csv")
 
 
 def load_corpus(data: str, split: str | None) -> "datasets.Dataset":
@@ -75,7 +76,7 @@ def check_output(output: Path, data: str, overwrite: bool) -> None:
         raise FileExistsError(f"{output} exists and is not the output of a run here: pass --overwrite to replace it.")
 
 
-def model_and_tokenizer(args: argparse.Namespace):
+def model_and_tokenizer(args: argparse.Namespace) -> "tuple[PreTrainedModel, PreTrainedTokenizerBase]":
     """The classifier and its tokenizer, on this process's device under `accelerate launch`."""
     from labelattn.arguments import classifier_from_arguments
     from labelattn.corpus.process_state import process_state
@@ -83,7 +84,9 @@ def model_and_tokenizer(args: argparse.Namespace):
     return classifier_from_arguments(args, device=process_state().device)
 
 
-def open_corpus_run(args: argparse.Namespace, kind: str, name: str):
+def open_corpus_run(
+    args: argparse.Namespace, kind: str, name: str
+) -> "tuple[Path, datasets.Dataset, PreTrainedModel, PreTrainedTokenizerBase]":
     """What `labelattn predict` and `explain --data` check and load, in this order, before any work: the output
     path (`output_path(args, kind, name)`), the corpus, its columns and whether the output's format holds their
     values, then the model. Returns

@@ -23,6 +23,7 @@ from typing import Any
 
 import datasets
 
+from labelattn.corpus.options import FORMATS
 from labelattn.corpus.shards import CorpusError
 
 
@@ -98,8 +99,8 @@ def save(dataset: datasets.Dataset, path: str | Path, batch_rows: int = 1000) ->
 
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".jsonl", ".csv"):
-        raise CorpusError(f"{path}: end the file name with .parquet, .jsonl or .csv to pick the format.")
+    if suffix not in FORMATS:
+        raise CorpusError(f"{path}: end the file name with one of {list(FORMATS)} to pick the format.")
     check_values_fit(dataset, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # A name of this process's own: a second run writing the same output cannot interleave with this one.

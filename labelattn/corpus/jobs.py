@@ -38,8 +38,9 @@ import datasets
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
+from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from explainers import ExplainerInputError, NonFiniteLogitsError, explain, get_explainer, predict
+from explainers import ExplainerInputError, Explanation, NonFiniteLogitsError, explain, get_explainer, predict
 from explainers.checks import check_count, check_max_length, check_target_choice
 from explainers.loading import class_names
 from explainers.models import is_multi_label
@@ -232,7 +233,7 @@ class Job:
             raise CorpusError("long_text='windows' reads single texts: pairs cannot be cut apart; use 'truncate'.")
 
 
-def upper_levels(config, labels: list[str]) -> dict[str, list[str]]:
+def upper_levels(config: PretrainedConfig, labels: list[str]) -> dict[str, list[str]]:
     """For a model trained on hierarchical labels (`config.label_hierarchy`, see configuration_labelattn.py), each
     upper level's group of every class, by class index: a predicted class implies them. Empty otherwise."""
     hierarchy = getattr(config, "label_hierarchy", None)
@@ -243,7 +244,7 @@ def upper_levels(config, labels: list[str]) -> dict[str, list[str]]:
 
 
 def fallback_coder(
-    config, labels: list[str], fallback: list[tuple[str, float | None]]
+    config: PretrainedConfig, labels: list[str], fallback: list[tuple[str, float | None]]
 ) -> Callable[[torch.Tensor], list[dict[str, Any]]]:
     """For a model trained on hierarchical labels and `fallback`, its levels from the classes up each with its
     threshold (`labelattn.coding.stored_fallback`): the function that gives each text of a batch of probabilities
@@ -278,7 +279,7 @@ def fallback_coder(
 
 def predict_job(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     *,
     batch_size: int = 32,
     max_length: int | None = None,
@@ -305,9 +306,7 @@ def predict_job(
     multi_label = is_multi_label(model)
     if threshold is not None and not multi_label:
         raise CorpusError("--threshold applies to multi-label models; this model predicts one class per text.")
-    threshold = 0.5 if threshold is None else threshold
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1:
-        raise CorpusError(f"threshold={threshold!r}: give a probability strictly between 0 and 1.")
+    threshold = 0.5 if threshold is None else check_probability(threshold, "threshold")
     check_count(batch_size, "batch_size", "texts", error=CorpusError)
     check_max_length(max_length, model, tokenizer, error=CorpusError)
     check_long_text(long_text, [])
@@ -430,7 +429,7 @@ EXPLANATION_FEATURES = {
 
 def explain_job(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     method: str,
     *,
     target: Any = None,
@@ -510,7 +509,7 @@ def explain_job(
     return Job(model, tokenizer, max_length, settings, datasets.Features(features), compute, long_text)
 
 
-def explanation_row(exp, features: dict[str, Any]) -> dict[str, Any]:
+def explanation_row(exp: Explanation, features: dict[str, Any]) -> dict[str, Any]:
     """One `Explanation` as a row of the corpus file: the columns of `features` it has."""
     extras = {k: v for k, v in exp.extras.items() if k not in DROPPED_EXTRAS}
     # Without the dropped extras before `to_dict` copies the rest: label attention's class × word table is, at
@@ -738,7 +737,10 @@ def compute_halves(job: Job, texts: list[TextInput]) -> list[list[dict[str, Any]
 
 
 def predict_dataset(
-    model: torch.nn.Module, tokenizer, data: datasets.Dataset | Iterable[TextInput], **arguments: Any
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    data: datasets.Dataset | Iterable[TextInput],
+    **arguments: Any,
 ) -> datasets.Dataset:
     """The predicted label and every class probability of each row of `data`, in its order, its columns kept.
 
@@ -768,7 +770,7 @@ def predict_dataset(
 
 def explain_dataset(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     data: datasets.Dataset | Iterable[TextInput],
     method: str = "integrated_gradients",
     **arguments: Any,

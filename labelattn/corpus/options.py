@@ -6,6 +6,9 @@ from pathlib import Path
 
 from labelattn.arguments import add_overwrite_argument, add_text_column_argument
 
+# The output formats, by the file's extension (`labelattn.corpus.files.save` writes each).
+FORMATS = (".parquet", ".jsonl", ".csv")
+
 DATA_HELP = (
     "a built-in data set (trec, trec-fine, bbc-news, icd10-cm: every row, or --split), a .csv, .jsonl or .parquet "
     "file, or a folder saved by datasets (save_to_disk)"

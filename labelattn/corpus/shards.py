@@ -45,9 +45,9 @@ def check_writable(path: Path) -> None:
 class ShardFolder:
     """The output folder of a corpus run: `run.json` (the settings) and `00000.arrow`, `00001.arrow`, ..."""
 
-    def __init__(self, path: Path, num_shards: int = 0):
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.num_shards = num_shards
+        self.num_shards = 0  # set by the run, from the input's rows and the shard size
         # Whether `check_settings` found settings here (then `prepare` may replace them, being equal or overwritten).
         self.had_settings = False
 
