@@ -233,7 +233,7 @@ def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokeniz
     # Every class of each text, in class order, with its rank by probability; the number row gets one error row.
     assert out["row"] == [0, 0, 0, 1, 1, 1, 2, 3, 3, 3]
     assert out["target"] == [0, 1, 2, 0, 1, 2, None, 0, 1, 2]
-    assert out["error"][6] == "row 2: the text is missing"
+    assert out["error"][6] == "row 2: the text is an int, not a str"
     for row in (0, 1, 3):
         probs = [p for r, p in zip(out["row"], out["probability"], strict=True) if r == row]
         ranks = [k for r, k in zip(out["row"], out["rank"], strict=True) if r == row]
@@ -243,6 +243,33 @@ def test_an_iterable_of_texts_is_streamed_and_explained_per_class(model, tokeniz
     direct = explain(model, tokenizer, ["first text here"], method="label_attention", targets="all")[0]
     for row_scores, exp in zip(out["scores"][:3], direct, strict=True):
         assert row_scores == pytest.approx(exp.scores, abs=1e-6)
+
+
+def test_every_item_of_an_iterable_is_its_own_row_in_its_own_words(model, tokenizer, tmp_path):
+    """Items Arrow cannot store (a lone surrogate) or that are not texts are their rows' errors, named as a file's
+    are, and a single text among pairs is read alone, as `predict` reads it; the other rows are computed."""
+    items = [
+        "first text here",
+        "abc\ud800",
+        ("a man plays", "someone makes music"),
+        ["a", "list"],
+        ("a", "b", "c"),
+        "alone",
+    ]
+    out = predict_dataset(model, tokenizer, iter(items), output_dir=tmp_path / "p", progress=False)
+    assert out.column_names[:3] == ["row", "text", "text_pair"] and "item_problem" not in out.column_names
+    assert out["error"] == [
+        None,
+        "row 1: the text holds a lone surrogate (U+D800 at character 3), which is not Unicode text: remove it, or "
+        "decode the source with errors='replace'",
+        None,
+        "row 3: the text is a list, not a str",
+        "row 4: the pair is a tuple of 3: a text pair is (text, text_pair)",
+        None,
+    ]
+    good = [items[0], items[2], items[5]]
+    direct = predict(model, tokenizer, good).probabilities.max(-1).values.tolist()
+    assert [out["probability"][i] for i in (0, 2, 5)] == pytest.approx(direct, abs=1e-6)
 
 
 def test_pairs_are_explained_over_both_segments(model, tokenizer):

@@ -63,6 +63,8 @@ DROPPED_EXTRAS = ("class_scores", "labels")
 CLASS_ROWS_PER_CALL = 200_000
 # How the explainers name the text they refuse, in a call on one text (see `compute_rows`).
 FIRST_TEXT = "Text 0 "
+# The column of an iterable's file (`write_iterable`) that says why an item cannot be read, or null.
+ITEM_PROBLEM = "item_problem"
 
 __all__ = ["CorpusError", "CorpusOptions", "explain_dataset", "predict_dataset"]
 
@@ -124,21 +126,25 @@ def check_iterable(data: Any) -> None:
 
 def write_iterable(items: Iterable[TextInput], path: Path) -> None:
     """Stream `items` (texts or `(text, text_pair)` tuples) into the Arrow file `path`, 10,000 at a time, as the
-    columns `text` and `text_pair` (null where an item is a single text)."""
-    schema = pa.schema([("text", pa.large_string()), ("text_pair", pa.large_string())])
+    columns `text`, `text_pair` (null where an item is a single text) and `ITEM_PROBLEM`: why an item cannot be
+    read (not a text or a pair of texts, a lone surrogate, which Arrow cannot store), with its texts null, so that
+    it becomes its row's error in its own words."""
+    names = ("text", "text_pair", ITEM_PROBLEM)
+    schema = pa.schema([(name, pa.large_string()) for name in names])
     path.parent.mkdir(parents=True, exist_ok=True)
-    texts: list = []
-    pairs: list = []
+    columns: dict[str, list[str | None]] = {name: [] for name in names}
     temporary = f"{path}.tmp-{os.getpid()}"  # of this process: two runs never write into one file
     with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for item in items:
-            is_pair = isinstance(item, tuple) and len(item) == 2
-            texts.append(item[0] if is_pair else item)
-            pairs.append(item[1] if is_pair else None)
-            if len(texts) == 10_000:
-                writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
-                texts, pairs = [], []
-        writer.write_table(pa.table([_strings(texts), _strings(pairs)], schema=schema))
+            problem = input_problem(item)
+            pair = problem is None and isinstance(item, tuple)
+            columns["text"].append(None if problem else item[0] if pair else item)
+            columns["text_pair"].append(item[1] if pair else None)
+            columns[ITEM_PROBLEM].append(f"{subject(item)} {problem}" if problem else None)
+            if len(columns["text"]) == 10_000:
+                writer.write_table(pa.table(columns, schema=schema))
+                columns = {name: [] for name in names}
+        writer.write_table(pa.table(columns, schema=schema))
     os.replace(temporary, path)
 
 
@@ -148,11 +154,6 @@ def read_iterable(path: Path) -> datasets.Dataset:
     if dataset.data.column("text_pair").null_count == len(dataset):
         dataset = dataset.remove_columns("text_pair")
     return dataset
-
-
-def _strings(values: list) -> pa.Array:
-    """Strings as they are; anything else (a number, None, bytes) as null: such a row gets an error, not a crash."""
-    return pa.array([v if isinstance(v, str) else None for v in values], type=pa.large_string())
 
 
 def fingerprint(dataset: datasets.Dataset) -> str:
@@ -564,6 +565,7 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     folder = ShardFolder(Path(output_dir))
     folder.check_usable(list(options.protected))
     text_column, text_pair_column = options.text_column, options.text_pair_column
+    problem_column = None
     if isinstance(data, datasets.Dataset):
         dataset = data
     else:
@@ -574,6 +576,7 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
         state.wait_for_everyone()
         dataset = read_iterable(folder.input_file)
         text_column, text_pair_column = "text", "text_pair" if "text_pair" in dataset.column_names else None
+        problem_column = ITEM_PROBLEM
     check_columns(dataset, text_column, text_pair_column, options.id_column)
     check_result_columns(dataset, job)
     job.check_length(pairs=text_pair_column is not None)
@@ -612,9 +615,8 @@ def run_job(job: Job, data: datasets.Dataset | Iterable[TextInput], options: Cor
     with state.split_between_processes(pending) as mine:
         for index in mine:
             rows = table[index * shard_size : (index + 1) * shard_size]
-            shard = shard_table(
-                job, rows, index * shard_size, text_column, text_pair_column, options.id_column, options.max_chars
-            )
+            columns = ShardColumns(text_column, text_pair_column, options.id_column, problem_column)
+            shard = shard_table(job, rows, index * shard_size, columns, options.max_chars)
             folder.write(index, shard)
             if bar is not None:
                 # The shards finished in the shared folder: the progress of every process, not only this one.
@@ -643,33 +645,51 @@ def check_result_columns(dataset: datasets.Dataset, job: Job) -> None:
         )
 
 
+@dataclass
+class ShardColumns:
+    """The input's columns a shard reads: the texts, the pairs' second texts, the ids, and for an iterable's file
+    why each item cannot be read (`ITEM_PROBLEM`, not written out)."""
+
+    text: str
+    text_pair: str | None = None
+    id: str | None = None
+    problem: str | None = None
+
+
 def shard_table(
-    job: Job,
-    rows: pa.Table,
-    first_row: int,
-    text_column: str,
-    text_pair_column: str | None,
-    id_column: str | None,
-    max_chars: int = DEFAULT_MAX_CHARS,
+    job: Job, rows: pa.Table, first_row: int, columns: ShardColumns, max_chars: int = DEFAULT_MAX_CHARS
 ) -> pa.Table:
     """One shard's output: `row` (the input's row number), the id column, the input's other columns, the results,
     and `error` (null unless the row could not be read: why, naming the row and its id). A row with several
     results (one per class) repeats its input columns."""
-    texts = read_texts(rows, text_column, text_pair_column)
-    ids = rows.column(id_column).to_pylist() if id_column else None
+    texts = read_texts(rows, columns.text, columns.text_pair)
+    ids = rows.column(columns.id).to_pylist() if columns.id else None
+    given = [None] * len(texts)
+    if columns.problem:
+        given = rows.column(columns.problem).to_pylist()
+        rows = rows.drop_columns([columns.problem])
+        # An iterable's single text among pairs has no second text: it is read alone, as `explain` reads it.
+        texts = [text[0] if isinstance(text, tuple) and text[1] is None else text for text in texts]
 
     def row_name(i: int) -> str:
-        return f"row {first_row + i}" + (f" ({id_column} {ids[i]!r})" if ids is not None else "")
+        return f"row {first_row + i}" + (f" ({columns.id} {ids[i]!r})" if ids is not None else "")
 
-    problems = [row_problem(text, max_chars) for text in texts]
-    valid = [i for i, problem in enumerate(problems) if problem is None]
+    def reason(text: Any, known: str | None) -> str | None:
+        """Why the row is not computed (the iterable's own reason first), or None."""
+        if known is not None:
+            return known
+        problem = row_problem(text, max_chars)
+        return None if problem is None else f"{subject(text)} {problem}"
+
+    reasons = [reason(text, known) for text, known in zip(texts, given, strict=True)]
+    valid = [i for i, why in enumerate(reasons) if why is None]
     with warnings.catch_warnings():
         # Truncation is a column of the output, not a warning per row.
         warnings.filterwarnings("ignore", message=".*longer than .* tokens")
         computed = iter(compute_rows(job, [texts[i] for i in valid]) if valid else [])
     take, results = [], []
-    for i, problem in enumerate(problems):
-        outcome = f"{subject(texts[i])} {problem}" if problem is not None else next(computed)
+    for i, why in enumerate(reasons):
+        outcome = why if why is not None else next(computed)
         for result in [{"error": f"{row_name(i)}: {outcome}"}] if isinstance(outcome, str) else outcome:
             take.append(i)
             results.append(result)
@@ -678,11 +698,11 @@ def shard_table(
         [{name: r.get(name) for name in features} for r in results], schema=features.arrow_schema
     )
     inputs = rows.take(pa.array(take, type=pa.int64()))
-    columns = {"row": pa.array([first_row + i for i in take], type=pa.int64())}
-    order = ([id_column] if id_column else []) + [c for c in inputs.column_names if c != id_column]
-    columns.update({name: inputs.column(name) for name in order})
-    columns.update({name: result_table.column(name) for name in result_table.column_names})
-    return pa.table(columns)
+    output = {"row": pa.array([first_row + i for i in take], type=pa.int64())}
+    order = ([columns.id] if columns.id else []) + [c for c in inputs.column_names if c != columns.id]
+    output.update({name: inputs.column(name) for name in order})
+    output.update({name: result_table.column(name) for name in result_table.column_names})
+    return pa.table(output)
 
 
 def row_problem(text: Any, max_chars: int) -> str | None:
