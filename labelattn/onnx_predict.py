@@ -188,7 +188,8 @@ def check_batch_size(batch_size: int, name: str) -> None:
 
 
 def text_problem(text: Any) -> str | None:
-    """Why `text` cannot be classified, as the end of "the text ...", in `labelattn predict`'s words; or None."""
+    """Why `text` cannot be classified, as the end of "the text ...", in `labelattn predict`'s words; or None.
+    `explainers.words.text_problem`'s rule, restated here because this module imports no torch."""
     if text is None:
         return "is missing"
     if not isinstance(text, str):

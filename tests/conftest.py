@@ -26,6 +26,16 @@ PLANTED_WORD = "zebra"
 FILLER = (Path(__file__).parent / "data" / "filler_words.txt").read_text().split()
 
 
+def bench_script(name: str):
+    """The script `bench/<name>.py` as a module (bench/ is not a package): its functions, for its tests."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def float32_rounding(model, reference: torch.Tensor) -> float:
     """How far two float32 computations of `reference` by the same weights may differ (another process, thread count,
     memory layout or batch): float32's relative rounding for each layer the model stacks (an encoder's layers, the

@@ -2,12 +2,11 @@
 takes the best word subset at each k, which no ranking can beat), above random's, and its beam search finds the
 exhaustive search's subsets when the beam holds every subset of a size."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from conftest import planted_texts, save_model
+from conftest import bench_script, planted_texts, save_model
 from test_evaluate_explanations import write_csv
 
 from labelattn import cli
@@ -17,10 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bound():
-    spec = importlib.util.spec_from_file_location("faithfulness_bound", REPO_ROOT / "bench" / "faithfulness_bound.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("faithfulness_bound")
 
 
 @pytest.fixture(scope="module")

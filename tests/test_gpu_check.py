@@ -3,7 +3,6 @@ the CPU time the suite allows, so that the check is ready (and has not rotted) w
 that raises is recorded while the later ones run, with the JSON rewritten after every step, so that one paid GPU
 session never loses the figures it already has."""
 
-import importlib.util
 import json
 import os
 import resource
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import bench_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,10 +53,7 @@ def test_the_gpu_check_runs_every_step_at_toy_size(tmp_path):
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO_ROOT / "bench" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("gpu_check")
 
 
 def out_of_memory():
