@@ -247,12 +247,12 @@ def read_csv(path: Path) -> Iterator[dict[str, str]]:
 
 
 def check_columns(data: Path, chunk: list[dict[str, Any]], text_column: str, first_row: int) -> None:
-    """Refuse rows without the text column, or with a column that the predictions would overwrite."""
-    missing = [first_row + i for i, row in enumerate(chunk) if text_column not in row]
-    if missing:
+    """Refuse a chunk whose rows all lack the text column (a JSONL row without it is that row's error, "the text
+    is missing", as in `labelattn predict`), or with a column that the predictions would overwrite."""
+    if not any(text_column in row for row in chunk):
         raise OnnxPredictError(
-            f"{data}: row {missing[0]} has no column {text_column!r} (it has {sorted(chunk[0])}): "
-            "name the column of the texts with --text-column."
+            f"{data}: rows {first_row}-{first_row + len(chunk) - 1} have no column {text_column!r} (row {first_row} "
+            f"has {sorted(chunk[0])}): name the column of the texts with --text-column."
         )
     clash = sorted(c for c in set().union(*chunk) if c in RESULT_COLUMNS or c.startswith("prob_"))
     if clash:
@@ -305,13 +305,13 @@ def predict_file(
             writer = None
             for chunk in chunks(read_rows(data), CHUNK_ROWS):
                 check_columns(data, chunk, text_column, count)
-                problems = [text_problem(row[text_column]) for row in chunk]
+                problems = [text_problem(row.get(text_column)) for row in chunk]
                 texts = [row[text_column] for row, problem in zip(chunk, problems, strict=True) if problem is None]
                 predictions = iter(classifier.predict(texts, batch_size, threshold, top_k) if texts else [])
                 for row, problem in zip(chunk, problems, strict=True):
                     prediction = no_prediction if problem else next(predictions)
                     error = f"row {count}: the text {problem}" if problem else None
-                    row = {"row": count, **row, **prediction, "error": error}
+                    row = {"row": count, text_column: None, **row, **prediction, "error": error}
                     count += 1
                     if output.suffix.lower() == ".jsonl":
                         handle.write(json.dumps(row, ensure_ascii=False) + "\n")

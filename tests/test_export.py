@@ -254,7 +254,7 @@ def test_the_predictor_reads_csv_and_refuses_a_missing_column(encoder_export, tm
 
     missing = tmp_path / "missing.csv"
     assert main(["predict-onnx", str(out), str(data), "--output", str(missing)]) == 2
-    assert "has no column 'text'" in capsys.readouterr().err
+    assert "rows 0-1 have no column 'text' (row 0 has ['body', 'ticket'])" in capsys.readouterr().err
     assert not missing.exists() and not list(tmp_path.glob("missing.csv.tmp-*"))
 
 
@@ -316,7 +316,8 @@ def test_a_row_without_a_text_gets_an_error_and_the_others_are_predicted(output_
     _, out = encoder_export
     texts = ["who wrote hamlet", "", "   ", 42, None, "where is lima , peru ?"]
     data = tmp_path / "mixed.jsonl"
-    data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    rows = [{"id": i, "text": t} if i != 4 else {"id": i} for i, t in enumerate(texts)]  # row 4: no text at all
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     output = tmp_path / f"out{output_suffix}"
     assert predict_onnx(out, data, output, "--batch-size", "1") == 0
     if output_suffix == ".jsonl":
