@@ -235,6 +235,27 @@ def test_the_moving_average_of_half_precision_weights_is_kept_in_float32():
         torch.testing.assert_close(mine.double(), expected, rtol=0, atol=1e-5)
 
 
+def test_runs_of_one_init_seed_start_from_the_same_weights_and_see_the_data_in_other_orders(tiny_csv, tmp_path):
+    """--init-seed: the model's initial values from it, the data order from --seed (the condition for averaging two
+    runs' weights); without it, both from --seed."""
+    from labelattn.training.setup import load_training_data, make_accelerator, set_up
+
+    def start(*options: str) -> tuple[dict, torch.Tensor]:
+        given = ["--data", str(tiny_csv), *TINY, "--output-dir", str(tmp_path / "m"), *options]
+        train_settings = settings.TrainSettings.from_args(train_parser().parse_args(given))
+        data = load_training_data(train_settings)
+        started = set_up(make_accelerator(train_settings), train_settings, data, build.load_tokenizer("embedding"))
+        weights = {name: weight.detach().clone() for name, weight in started.model.named_parameters()}
+        return weights, next(iter(started.loaders["train"]))["input_ids"]
+
+    first, first_batch = start("--seed", "0")
+    same_start, other_order = start("--seed", "1", "--init-seed", "0")
+    other_start, _ = start("--seed", "1")
+    assert all(torch.equal(first[name], same_start[name]) for name in first)
+    assert not all(torch.equal(first[name], other_start[name]) for name in first)
+    assert not torch.equal(first_batch, other_order)
+
+
 def test_a_student_distilled_with_weight_1_learns_its_teachers_classes_not_the_labels(tiny_csv, tmp_path):
     """--distill-from TEACHER --distill-weight 1: the labels weigh nothing, so a student trained on the true rows
     predicts what a teacher trained on relabelled rows (each planted word's class moved on by one) predicts. The

@@ -277,6 +277,13 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
         help="Mixed precision (default: as set by `accelerate config` / `accelerate launch`, else no).",
     )
     group.add_argument("--seed", type=int, default=0, help="Seed of initialisation, data order, dropout.")
+    group.add_argument(
+        "--init-seed",
+        type=int,
+        help="Seed of the model's initial values alone (default: --seed). Runs with one --init-seed and several "
+        "--seed start from the same weights and see the data in different orders: their weights can be averaged "
+        "into one model (a model soup, see docs/many-classes.md), which runs with different heads cannot.",
+    )
 
 
 def add_output_options(group: DeclaredGroup) -> None:

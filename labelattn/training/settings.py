@@ -27,7 +27,7 @@ AT_LEAST_ONE += ("scorer_rank",)  # None or >= 1
 # What a run's saved settings meant for options added since: runs made before them compare as these values.
 SAVED_BEFORE = {"scorer": "shared", "scorer_rank": None, "untrained_class_offset": None, "group_by_length": False}
 SAVED_BEFORE |= {"label_projections": True, "label_smoothing": 0.0, "encoder_layers": None, "ema_decay": None}
-SAVED_BEFORE |= {"distill_from": None, "distill_weight": None}
+SAVED_BEFORE |= {"distill_from": None, "distill_weight": None, "init_seed": None}
 # The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
 DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
@@ -89,6 +89,7 @@ class TrainSettings:
     distill_weight: float | None  # with distill_from, the teachers' share of the loss; None otherwise
     mixed_precision: str | None  # "no", "fp16", "bf16", or None: as Accelerate is configured
     seed: int  # seed of initialisation, data order and dropout
+    init_seed: int | None  # seed of the model's initial values alone (None: seed), for runs to average
     # output
     output_dir: Path  # where the model goes
     overwrite: bool  # replace what output_dir holds
