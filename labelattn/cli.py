@@ -14,6 +14,11 @@ COMMANDS = {
         "labelattn.training.run",
         "Train a label-attention classifier on a CSV/JSONL file or a built-in data set.",
     ),
+    "average": (
+        "labelattn.training.average",
+        "Average the weights of training runs that started from one --init-seed into one model, calibrated and "
+        "scored again.",
+    ),
     "predict": (
         "labelattn.predict",
         "Predict every row of a corpus (CSV, JSONL, Parquet, datasets folder) to a file; resumable, multi-process.",

@@ -13,6 +13,8 @@ from labelattn.training.backbones import BACKBONES
 DEFAULT_RESIDUAL_DROPOUT = 0.5
 # With --distill-from: the teachers' share of the loss, the labels' the rest (Hinton et al.'s usual half).
 DEFAULT_DISTILL_WEIGHT = 0.5
+# The licence a model card names without --license.
+DEFAULT_LICENSE = "apache-2.0"
 # Options that say how to run, not what to train: left out of the recorded command.
 NOT_RECORDED = ("resume", "overwrite")
 
@@ -309,7 +311,9 @@ def add_output_options(group: DeclaredGroup) -> None:
     group.add_argument("--resume", action="store_true", help="Continue from the last checkpoint in --output-dir.")
     group.add_argument("--push-to-hub", metavar="REPO", help="Push the model with its card to this Hub repository.")
     group.add_argument("--private", action="store_true", help="Create the Hub repository as private.")
-    group.add_argument("--license", default="apache-2.0", help="Licence in the model card (default: apache-2.0).")
+    group.add_argument(
+        "--license", default=DEFAULT_LICENSE, help=f"Licence in the model card (default: {DEFAULT_LICENSE})."
+    )
 
 
 def command_line(args: argparse.Namespace) -> str:

@@ -155,9 +155,11 @@ def model_card(
     scores: dict[str, dict],
     repo_id: str | None = None,
     coding: dict | None = None,
+    averaged: list[TrainSettings] | None = None,
 ) -> ModelCard:
     """The card of a model trained by `labelattn train` with `settings` on `data`, scoring `scores` per split, with the
-    calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given. The card's sections in
+    calibration and coding rates of `coding` (`labelattn.training.coding_report`) if given; of the mean of the weights
+    of the runs `averaged`, if given (`labelattn average`, whose command `settings` then holds). The card's sections in
     reading order, one after another: long as the card is, not branched."""
     name = repo_id.split("/")[-1] if repo_id else Path(settings.output_dir).name
     backbone = backbones.description(settings.backbone, settings.encoder_layers)
@@ -188,6 +190,17 @@ def model_card(
             "their descriptions alone, by the map the other classes trained (`--label-descriptions`)."
         )
     example = data.splits["test"][0]["text"][:200]
+    commands = [run.command_line for run in averaged or ()] + [settings.command_line]
+    averaging = (
+        f"""
+The weights are the mean of those of the {len(averaged)} runs above (`labelattn average`; the first run's settings are
+the ones described), which started from the initial values of seed {averaged[0].initial_seed} and saw the data in
+the orders of seeds {", ".join(str(run.seed) for run in averaged)}. The temperature and the coding thresholds were
+fitted again, on the validation split.
+"""
+        if averaged
+        else ""
+    )
     body = f"""
 # {name}
 
@@ -219,13 +232,14 @@ Labels ({len(data.label_names)}): {labels}.
 ## Training
 
 ```bash
-{settings.command_line}
+{chr(10).join(commands)}
 ```
 
 {settings.epochs} epochs, batch size {settings.batch_size} per process, AdamW (learning rate
 {settings.learning_rate}, head {settings.head_learning_rate}, weight decay {settings.weight_decay}) with a linear
 schedule and {settings.warmup_ratio:.0%} warm-up, at most {settings.max_length} tokens per text, seed {settings.seed},
 with Hugging Face Accelerate.
+{averaging}
 
 ## Usage
 
@@ -248,10 +262,11 @@ def write_model_card(
     scores: dict[str, dict],
     repo_id: str | None = None,
     coding: dict | None = None,
+    averaged: list[TrainSettings] | None = None,
 ) -> Path:
     """Write README.md into `folder`; returns its path."""
     path = Path(folder) / "README.md"
-    model_card(data, settings, scores, repo_id, coding).save(path)
+    model_card(data, settings, scores, repo_id, coding, averaged).save(path)
     return path
 
 

@@ -27,11 +27,14 @@ CHECKPOINTS = "checkpoints"
 LOCK = "train.lock"
 COMPLETE = "complete"
 FINISHED = "finished"
+# What `labelattn average` writes beside the model: the runs averaged, with their scores and the average's.
+AVERAGED_FILE = "averaged.json"
 KEEP = 2  # complete checkpoints kept: the newest, and one to fall back to if it is damaged
 # What a model folder's own output may be named: the weights, config, code, tokenizer and card that `save_pretrained`,
-# a tokenizer and `labelattn train` write (with its coding report). `--overwrite` deletes these and refuses to touch
-# anything else.
+# a tokenizer, `labelattn train` and `labelattn average` write (with the coding report). `--overwrite` deletes these
+# and refuses to touch anything else.
 MODEL_FOLDER_FILES = (
+    AVERAGED_FILE,
     CODING_FILE,
     RELIABILITY_PNG,
     COVERAGE_PNG,

@@ -210,31 +210,17 @@ def scores_of(run: Training, predicted) -> dict[str, float]:
 
 
 def final_scores(run: Training, validation=None) -> tuple[dict[str, dict], "CodingReport"]:
-    """The scores of the validation (`validation`: its predictions, when the last epoch made them in float32) and
-    test splits, and the calibration: the temperature fitted on the validation logits
-    (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by it, and
-    what it gives (`labelattn.training.coding_report`). The same on every process, as the logits are."""
-    from labelattn.training.calibration import fit_temperature
-    from labelattn.training.coding_report import coding_report
+    """The saved model's scores and calibration (`scores.score_and_calibrate`); `validation`: the last epoch's
+    predictions, reused when that epoch made them in float32."""
+    from labelattn.training.scores import score_and_calibrate
 
-    data = run.data
     if run.accelerator.mixed_precision != "no":
         # The scores and the temperature are the saved model's, and it predicts in float32: the autocast that
         # Accelerate wrapped the forward in is taken off for good (training is over), and the last epoch's
         # validation, computed under it, is computed again.
         run.accelerator.unwrap_model(run.model, keep_fp32_wrapper=False)
         validation = None
-    predicted = {"validation": predict(run, "validation") if validation is None else validation}
-    predicted["test"] = predict(run, "test")
-    scores = {split: scores_of(run, predicted[split]) for split in predicted}
-    _, references, logits = predicted["validation"]
-    temperature = fit_temperature(logits, references, data.multi_label)
-    run.accelerator.unwrap_model(run.model).config.temperature = temperature
-    splits = {split: (logits, references) for split, (_, references, logits) in predicted.items()}
-    report = coding_report(
-        splits["validation"], splits["test"], temperature, data.multi_label, data.label_names, data.hierarchy
-    )
-    return scores, report
+    return score_and_calibrate(run.model, run.loaders, run.accelerator, run.data, run.metrics, validation)
 
 
 def save_model(run: Training, scores: dict[str, dict], report: "CodingReport") -> None:

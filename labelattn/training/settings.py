@@ -13,7 +13,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from labelattn.training import backbones, checkpoints
-from labelattn.training.arguments import DEFAULT_DISTILL_WEIGHT, DEFAULT_RESIDUAL_DROPOUT, command_line
+from labelattn.training.arguments import (
+    DEFAULT_DISTILL_WEIGHT,
+    DEFAULT_RESIDUAL_DROPOUT,
+    add_arguments,
+    command_line,
+)
 
 SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
@@ -102,6 +107,11 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+    @property
+    def initial_seed(self) -> int:
+        """The seed the model's initial values come from: `init_seed`, or `seed` without it."""
+        return self.seed if self.init_seed is None else self.init_seed
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "TrainSettings":
@@ -244,6 +254,20 @@ def settings_of(settings: TrainSettings) -> dict:
 def saved_settings(folder: Path) -> dict | None:
     path = folder / SETTINGS_FILE
     return {**SAVED_BEFORE, **json.loads(path.read_text())} if path.is_file() else None
+
+
+def folder_settings(folder: Path) -> TrainSettings | None:
+    """The settings of the run that trained `folder` (its training_args.json), with the command that trains it again
+    into `folder`; None for a folder that no `labelattn train` wrote."""
+    saved = saved_settings(folder)
+    if saved is None:
+        return None
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])  # the options that are not settings (resume, licence, ...) at their defaults
+    for name, value in {**saved, "output_dir": Path(folder)}.items():
+        setattr(args, name, value)
+    return TrainSettings.from_args(args)
 
 
 def run_inputs(settings: TrainSettings) -> dict[str, Path]:

@@ -114,10 +114,9 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list
             data.splits["train"], teachers, len(data.label_names), accelerator.device, accelerator.is_local_main_process
         )
         data = dataclasses.replace(data, splits={**data.splits, "train": train})
-    init_seed = settings.seed if settings.init_seed is None else settings.init_seed
-    set_seed(init_seed)
+    set_seed(settings.initial_seed)
     model = build_model(settings, data.label_names, data.multi_label, len(tokenizer), data.hierarchy)
-    if init_seed != settings.seed:
+    if settings.initial_seed != settings.seed:
         set_seed(settings.seed)  # dropout from --seed, as the data order
     if settings.label_descriptions:
         untrained = set(data.split_record.get("untrained_classes", []))
