@@ -78,8 +78,8 @@ def test_a_run_averaged_with_its_own_copy_is_that_run_calibrated_alike(runs, tmp
     on its validation split are the ones its training fitted (one calibration, shared with `labelattn train`). The
     reloaded model's logits agree with the training's to float32's rounding, not to the bit (sums in other orders),
     and the temperature scales with them: within 1e-5, about a hundred float32 steps."""
-    copy, out = tmp_path / "copy", tmp_path / "average"
-    shutil.copytree(runs["a"], copy)
+    copy = edited_copy(runs["a"], tmp_path / "copy", "training_args.json", lambda v: v.update(seed=9))
+    out = tmp_path / "average"
     code, message = average(runs["a"], copy, "--output-dir", out)
     assert code == 0, message
     original, averaged = load_file(runs["a"] / "model.safetensors"), load_file(out / "model.safetensors")
@@ -113,6 +113,12 @@ def edited_copy(run: Path, folder: Path, name: str, edit) -> Path:
 def test_runs_that_cannot_be_averaged_are_refused_before_anything_is_written(runs, tmp_path):
     assert "two runs or more, got 1" in refusal(runs, tmp_path, runs["a"])
     assert "listed twice" in refusal(runs, tmp_path, runs["a"], runs["a"])
+    shutil.copytree(runs["a"], tmp_path / "copy")
+    assert "one run twice (or a copy)" in refusal(runs, tmp_path, runs["a"], tmp_path / "copy")
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(runs["b"], unfinished)
+    (unfinished / checkpoints.CHECKPOINTS / checkpoints.FINISHED).unlink()  # a new run started over it
+    assert "has not finished" in refusal(runs, tmp_path, runs["a"], unfinished)
     data_folder = tmp_path / "not-a-run"
     data_folder.mkdir()
     assert "is not the folder of a finished `labelattn train` run" in refusal(runs, tmp_path, runs["a"], data_folder)
@@ -151,3 +157,36 @@ def test_the_output_folder_is_never_a_run_nor_the_users_files(runs, tmp_path):
     assert code == 0, message
     assert not (replaced / checkpoints.CHECKPOINTS).exists() and (replaced / checkpoints.AVERAGED_FILE).is_file()
     assert set(KEYS) == set(json.loads((replaced / "config.json").read_text())["label2id"])
+
+
+def test_data_that_changed_since_the_runs_is_refused(runs, tmp_path):
+    """The runs' data is read again to score and calibrate the average: splits or classes that are no longer the ones
+    they were trained on are refused (the split hashes of their cards, which hash the rows' ids, so a file with
+    other rows; the classes of their config)."""
+
+    def moved_to(data: Path):
+        return lambda values: values.update(data=str(data))
+
+    other_rows = write_csv(tmp_path / "other.csv", planted_rows(150, seed=5))
+    a, b = (edited_copy(runs[n], tmp_path / n, "training_args.json", moved_to(other_rows)) for n in ("a", "b"))
+    message = refusal(runs, tmp_path, a, b)
+    assert "split(s) of the data read now are not those of" in message, message
+    more_classes = write_csv(tmp_path / "more.csv", planted_rows(117) + [{"text": "basalt", "label": "rock"}] * 3)
+    a, b = (edited_copy(runs[n], tmp_path / f"{n}2", "training_args.json", moved_to(more_classes)) for n in ("a", "b"))
+    assert "The data's classes are not the runs' (4 now, 3 in their config)" in refusal(runs, tmp_path, a, b)
+
+
+def test_a_failure_after_the_checks_keeps_what_overwrite_would_replace(runs, tmp_path, monkeypatch):
+    """--overwrite empties the output folder only once the average is computed: damaged weights keep the old model."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(runs["b"], damaged)
+    weights = damaged / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    old = tmp_path / "old"
+    shutil.copytree(runs["apart"], old)
+    code, message = average(runs["a"], damaged, "--output-dir", old, "--overwrite")
+    assert code == 2 and "model.safetensors could not be read" in message and "damaged" in message, message
+    assert (old / "model.safetensors").read_bytes() == (runs["apart"] / "model.safetensors").read_bytes()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    code, message = average(runs["a"], runs["b"], "--output-dir", tmp_path / "launched")
+    assert code == 2 and "runs in one process" in message, message

@@ -4,6 +4,7 @@ The folder pushed is built by `stage_for_hub`, which the tests load back from a 
 tested is what would be uploaded.
 """
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -43,6 +44,27 @@ def embedding_backbone_text(settings: TrainSettings) -> str:
     width = settings.token_context_width
     context = f"with a residual convolution over {width} neighbouring tokens" if width else "as a bag of tokens"
     return f"{backbones.description('embedding')} starting from {start}, {table}, {context}"
+
+
+# A row of the card's split table (`model_card`): split, rows, ids hash.
+SPLIT_ROW = re.compile(r"^\| (\w+) \| \d+ \| `([0-9a-f]+)` \|$", re.MULTILINE)
+
+
+def recorded_splits(folder: Path) -> dict[str, str]:
+    """The ids hash of each split that the card of `folder` records (none if it has no card, or another one)."""
+    card = Path(folder) / "README.md"
+    return dict(SPLIT_ROW.findall(card.read_text(encoding="utf-8", errors="replace"))) if card.is_file() else {}
+
+
+def recorded_license(folder: Path) -> str | None:
+    """The licence the card of `folder` names, or None (no card, or metadata that does not parse)."""
+    import yaml
+
+    card = Path(folder) / "README.md"
+    try:
+        return ModelCard.load(card).data.license if card.is_file() else None
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
 
 
 class CardError(ValueError):
