@@ -462,13 +462,14 @@ def train_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_cli(*args) -> tuple[int, str]:
+def run_cli(*args, command: str = "train") -> tuple[int, str]:
+    """`labelattn COMMAND ARGS` in this process: the exit code and what it printed to stderr."""
     import contextlib
     import io
 
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
-        code = cli.main(["train", *map(str, args)])
+        code = cli.main([command, *map(str, args)])
     return code, stderr.getvalue()
 
 

@@ -12,12 +12,12 @@ is worse than either: refused. What may differ between the runs is what their tr
 data, the model and its initial values must be the same, and every check runs before anything is loaded.
 
 The average is then scored, calibrated and written as `labelattn train` writes its model at its end
-(`scores.score_and_calibrate`): the temperature and the coding thresholds fitted again on the validation split, the
-figures, the card, and `averaged.json`, which names the runs with each one's validation scores beside the average's
-(a run that pulls the average down shows there). The data is read as the runs name it (a relative path from the
-working directory, as `--resume` reads it), and must still be theirs: the classes of their config, the split hashes
-of their card (which hash the rows' ids: a file of as many rows, edited in place, passes). Nothing in `--output-dir`
-is deleted before all of that has worked. One process: not under `accelerate launch`.
+(`coding_report.score_and_calibrate`): the temperature and the coding thresholds fitted again on the validation
+split, the figures, the card, and `averaged.json`, which names the runs with each one's validation scores beside
+the average's (a run that pulls the average down shows there). The data is read as the runs name it (a relative
+path from the working directory, as `--resume` reads it), and must still be theirs: the classes of their config,
+the split hashes of their card (which hash the rows' ids: a file of as many rows, edited in place, passes). Nothing
+in `--output-dir` is deleted before all of that has worked. One process: not under `accelerate launch`.
 
 Written by hand: no library averages saved training folders or checks that they may be averaged
 (`torch.optim.swa_utils` averages one run's weights along its way).
@@ -250,8 +250,8 @@ def average(folders: list[Path], runs: list[TrainSettings], settings: TrainSetti
     from explainers import load_classifier
     from labelattn.training.build import tokenized_loaders
     from labelattn.training.card import write_model_card
-    from labelattn.training.coding_report import format_report, write_report
-    from labelattn.training.scores import format_scores, load_metrics, predict_split, score_and_calibrate, split_scores
+    from labelattn.training.coding_report import format_report, score_and_calibrate, write_report
+    from labelattn.training.scores import format_scores, load_metrics, predict_split, split_scores
     from labelattn.training.setup import load_training_data
 
     averaged = average_weights(folders)

@@ -1,7 +1,8 @@
 """What a training run reports of its probabilities: the calibration error before and after the temperature, and
 the automatic coding rate at target accuracies (`labelattn.coding`), per level of a class hierarchy and with the
 fallback to coarser levels; written as `coding.json` (the thresholds `labelattn predict` uses), a reliability
-diagram and a coverage–accuracy curve beside the model card, and printed."""
+diagram and a coverage–accuracy curve beside the model card, and printed. `score_and_calibrate` is the end of a
+training run and of an average: the scores, the temperature and this report."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +13,10 @@ import torch
 
 from labelattn import coding
 from labelattn.coding import COVERAGE_PNG, RELIABILITY_PNG
-from labelattn.training.scores import METRICS_DIR
+from labelattn.training.scores import METRICS_DIR, predict_split, split_scores
 
 if TYPE_CHECKING:
-    from labelattn.data.records import Hierarchy
+    from labelattn.data.records import Hierarchy, LabelledData
 
 BINS = 15
 CONFIDENCE = {False: "top probability", True: "least sure yes/no decision, min_c max(p_c, 1 - p_c)"}
@@ -204,3 +205,29 @@ def write_report(folder: Path, report: CodingReport) -> None:
     reliability_figure(report).savefig(Path(folder) / RELIABILITY_PNG, dpi=110)
     coverage_figure(report).savefig(Path(folder) / COVERAGE_PNG, dpi=110)
     coding.write_coding(folder, report.summary)
+
+
+def score_and_calibrate(
+    model, loaders: dict, accelerator, data: "LabelledData", metrics: dict, validation=None
+) -> tuple[dict[str, dict], CodingReport]:
+    """The scores of the validation and test splits (`validation`: the validation's `predict_split` tensors, when
+    they are at hand), and the calibration: the temperature fitted on the validation logits
+    (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by it, and
+    what it gives (`labelattn.training.coding_report`). The model must predict without a temperature. The same on
+    every process, as the logits are. What `labelattn train` and `labelattn average` do at their end."""
+    from labelattn.training.calibration import fit_temperature
+
+    if validation is None:
+        validation = predict_split(model, loaders["validation"], accelerator, data.multi_label)
+    predicted = {"validation": validation, "test": predict_split(model, loaders["test"], accelerator, data.multi_label)}
+    scores = {
+        split: split_scores(metrics, *predicted[split], data.multi_label, data.label_names, data.hierarchy)
+        for split in predicted
+    }
+    splits = {split: (logits, references) for split, (_, references, logits) in predicted.items()}
+    temperature = fit_temperature(*splits["validation"], data.multi_label)
+    accelerator.unwrap_model(model).config.temperature = temperature
+    report = coding_report(
+        splits["validation"], splits["test"], temperature, data.multi_label, data.label_names, data.hierarchy
+    )
+    return scores, report

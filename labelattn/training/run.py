@@ -210,9 +210,9 @@ def scores_of(run: Training, predicted) -> dict[str, float]:
 
 
 def final_scores(run: Training, validation=None) -> tuple[dict[str, dict], "CodingReport"]:
-    """The saved model's scores and calibration (`scores.score_and_calibrate`); `validation`: the last epoch's
+    """The saved model's scores and calibration (`coding_report.score_and_calibrate`); `validation`: the last epoch's
     predictions, reused when that epoch made them in float32."""
-    from labelattn.training.scores import score_and_calibrate
+    from labelattn.training.coding_report import score_and_calibrate
 
     if run.accelerator.mixed_precision != "no":
         # The scores and the temperature are the saved model's, and it predicts in float32: the autocast that

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # labelattn.data.reading imports datasets: `labelattn --help` imports this module
-    from labelattn.data.records import Hierarchy, LabelledData
-    from labelattn.training.coding_report import CodingReport
+    from labelattn.data.records import Hierarchy
 
 METRICS_DIR = Path(__file__).parents[1] / "metrics"
 # Ranking metrics (precision@k, recall@k): reported for multi-label data, and for single-label data from this many
@@ -100,30 +99,3 @@ def split_scores(
 
 def format_scores(scores: dict[str, float]) -> str:
     return ", ".join(f"{name.replace('_', '-')} {value:.4f}" for name, value in scores.items())
-
-
-def score_and_calibrate(
-    model, loaders: dict, accelerator, data: "LabelledData", metrics: dict, validation=None
-) -> tuple[dict[str, dict], "CodingReport"]:
-    """The scores of the validation and test splits (`validation`: the validation's `predict_split` tensors, when
-    they are at hand), and the calibration: the temperature fitted on the validation logits
-    (`labelattn.training.calibration`), set in the model's config so that its forward divides the logits by it, and
-    what it gives (`labelattn.training.coding_report`). The model must predict without a temperature. The same on
-    every process, as the logits are. What `labelattn train` and `labelattn average` do at their end."""
-    from labelattn.training.calibration import fit_temperature
-    from labelattn.training.coding_report import coding_report
-
-    if validation is None:
-        validation = predict_split(model, loaders["validation"], accelerator, data.multi_label)
-    predicted = {"validation": validation, "test": predict_split(model, loaders["test"], accelerator, data.multi_label)}
-    scores = {
-        split: split_scores(metrics, *predicted[split], data.multi_label, data.label_names, data.hierarchy)
-        for split in predicted
-    }
-    splits = {split: (logits, references) for split, (_, references, logits) in predicted.items()}
-    temperature = fit_temperature(*splits["validation"], data.multi_label)
-    accelerator.unwrap_model(model).config.temperature = temperature
-    report = coding_report(
-        splits["validation"], splits["test"], temperature, data.multi_label, data.label_names, data.hierarchy
-    )
-    return scores, report
