@@ -199,12 +199,11 @@ def load_weights(folder: Path) -> dict[str, "torch.Tensor"]:
         raise AverageError(f"{folder / WEIGHTS} could not be read ({error}): the run's weights are damaged.") from None
 
 
-def average_weights(folders: list[Path]) -> dict[str, "torch.Tensor"]:
-    """The mean of the runs' weights, computed in float64 and stored in each tensor's type; a tensor that is not a
-    float (a count, an index) must be the same in every run, and is kept."""
+def average_weights(states: list[dict[str, "torch.Tensor"]]) -> dict[str, "torch.Tensor"]:
+    """The mean of the runs' weights (`load_weights` of each), computed in float64 and stored in each tensor's type; a
+    tensor that is not a float (a count, an index) must be the same in every run, and is kept."""
     import torch
 
-    states = [load_weights(folder) for folder in folders]
     averaged = {}
     for name, first in states[0].items():
         tensors = [state.get(name) for state in states]
@@ -254,7 +253,8 @@ def average(folders: list[Path], runs: list[TrainSettings], settings: TrainSetti
     from labelattn.training.scores import format_scores, load_metrics, predict_split, split_scores
     from labelattn.training.setup import load_training_data
 
-    averaged = average_weights(folders)
+    states = [load_weights(folder) for folder in folders]  # read once: averaged, then each run scored
+    averaged = average_weights(states)
     model, tokenizer = load_classifier(folders[0])  # checked as every command loads a model
     data = load_training_data(settings)
     check_data(data, folders, [model.config.id2label[i] for i in range(model.config.num_labels)])
@@ -268,8 +268,8 @@ def average(folders: list[Path], runs: list[TrainSettings], settings: TrainSetti
     unwrapped = accelerator.unwrap_model(model)
     accelerator.print(f"Scoring the {len(folders)} runs on the validation split, then their average on both splits.")
     run_scores = {}
-    for folder in folders:
-        unwrapped.load_state_dict(load_weights(folder), strict=True)
+    for folder, state in zip(folders, states, strict=True):
+        unwrapped.load_state_dict(state, strict=True)
         predicted = predict_split(model, loaders["validation"], accelerator, data.multi_label)
         run_scores[str(folder)] = split_scores(metrics, *predicted, data.multi_label, data.label_names, data.hierarchy)
         accelerator.print(f"{folder}: validation {format_scores(run_scores[str(folder)])}")
