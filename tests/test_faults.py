@@ -6,6 +6,7 @@ The run pauses at a named event (LABELATTN_PAUSE_AT, see `labelattn.training.eve
 so each kill lands at the same point every time; the run's event log (LABELATTN_RUN_LOG) records every batch's rows.
 """
 
+import itertools
 import random
 import shutil
 import subprocess
@@ -21,18 +22,20 @@ pytestmark = pytest.mark.slow
 # 120 rows: 96 to train on, in batches of 8: 12 steps per epoch, 24 in all; checkpoints after steps 5, 10, 15, 20, 24.
 OPTIONS = ["--hidden-size", "32", "--batch-size", "8", "--epochs", "2", "--seed", "1", "--learning-rate", "2e-2"]
 OPTIONS += ["--checkpoint-every", "5"]
-# (event to kill at, file the kill leaves half-written or None, phase)
-KILL_POINTS = [
-    ("batch@8", None, "between steps, 3 steps after the checkpoint of step 5"),
-    ("save_state@2", None, "during save_state: checkpoint 10's folder made, nothing in it yet"),
-    ("checkpoint_written@2", None, "during save_state: checkpoint 10 written, not yet marked complete"),
-    ("evaluate@1", None, "after the last step of epoch 1, before its validation"),
-    ("batch@13", None, "between steps: the first batch of epoch 2"),
-    ("checkpoint_complete@3", None, "between steps: just after checkpoint 15 is marked complete"),
-    ("checkpoint_written@5", None, "during the final save_state (step 24), not yet marked complete"),
-    ("tokenizer@1", "model.safetensors", "during the final save_pretrained: its weights file half written"),
-    ("card@1", None, "after the final weights and tokenizer, before the model card"),
-    ("finish@1", "README.md", "during the model card: README.md half written"),
+# One run killed in every phase in turn: each process, the first started afresh and every other with --resume, is
+# killed at the event named (its N-th in that process: a resumed one counts from its checkpoint), and the kill may
+# leave a file half written. (event, file left half written or None, the checkpoint it resumes from, phase)
+KILL_CHAIN = [
+    ("batch@8", None, None, "between steps, 3 steps after the checkpoint of step 5"),
+    ("save_state@1", None, 5, "during save_state: checkpoint 10's folder made, nothing in it yet"),
+    ("checkpoint_written@1", None, 5, "during save_state: checkpoint 10 written, not yet marked complete"),
+    ("evaluate@1", None, 5, "after the last step of epoch 1, before its validation"),
+    ("batch@3", None, 10, "between steps: the first batch of epoch 2 (step 13)"),
+    ("checkpoint_complete@1", None, 10, "between steps: just after checkpoint 15 is marked complete"),
+    ("checkpoint_written@2", None, 15, "during the final save_state (step 24), not yet marked complete"),
+    ("tokenizer@1", "model.safetensors", 20, "during the final save_pretrained: its weights file half written"),
+    ("card@1", None, 24, "after the final weights and tokenizer, before the model card"),
+    ("finish@1", "README.md", 24, "during the model card: README.md half written"),
 ]
 DAMAGES = ("truncated", "zeroed", "garbage")
 # Every file of a checkpoint of a one-process run: what Accelerate writes, and the checksums.
@@ -78,18 +81,29 @@ def assert_same_as_reference(reference, out: Path, killed_log: Path, resumed_log
     assert before + batches(resumed_log) == reference_batches
 
 
-@pytest.mark.parametrize(("event", "half_written", "phase"), KILL_POINTS, ids=[p[0] for p in KILL_POINTS])
-def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(
-    data, reference, tmp_path, event, half_written, phase
-):
+def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(data, reference, tmp_path):
+    """One run killed in each phase of `KILL_CHAIN` in turn, each time resumed by the next process, which resumes from
+    the checkpoint expected and is killed in the next phase; the last one finishes with the uninterrupted run's
+    weights, having trained its batches, none lost or repeated."""
     out = tmp_path / "model"
-    kill_at(data, out, tmp_path / "killed", event)
-    if half_written:  # what a kill in the middle of writing that file leaves
-        path = out / half_written
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    resumed = resume(data, out, tmp_path / "resumed")
+    logs = [tmp_path / f"process{i}" for i in range(len(KILL_CHAIN) + 1)]
+    for (event, half_written, resumes_from, phase), log in zip(KILL_CHAIN, logs, strict=False):
+        kill_at(data, out, log, event, *(["--resume"] if resumes_from is not None else []))
+        assert [e["step"] for e in run_events(log, "resumed")] == ([resumes_from] if resumes_from else []), phase
+        if half_written:  # what a kill in the middle of writing that file leaves
+            path = out / half_written
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    resumed = resume(data, out, logs[-1])
     assert resumed.returncode == 0, resumed.stderr
-    assert_same_as_reference(reference, out, tmp_path / "killed", tmp_path / "resumed")
+    assert "Resumed at step 24" in resumed.stdout
+    reference_model, reference_batches = reference
+    assert max_weight_difference(reference_model, out) <= 1e-6
+    # Each process's batches up to the checkpoint the next one resumed from, then the last one's: the reference's.
+    trained = []
+    for log, next_log in itertools.pairwise(logs):
+        resumed_at = run_events(next_log, "resumed")[0]["step"]
+        trained += [b for b in batches(log) if b[1] <= resumed_at]
+    assert trained + batches(logs[-1]) == reference_batches
     assert (out / "README.md").read_text().startswith("---")
 
 

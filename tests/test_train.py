@@ -2,6 +2,7 @@
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -22,7 +23,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from configuration_labelattn import dropout_problem, token_context_width_problem
 from labelattn import cli, minilm_path
-from labelattn.training import arguments, build, calibration, card, checkpoints, run, settings
+from labelattn.training import arguments, build, calibration, card, checkpoints, run, settings, setup
 from labelattn.training.arguments import DEFAULT_RESIDUAL_DROPOUT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,14 +124,12 @@ def test_trained_folder_loads_and_predicts(tiny_csv, tmp_path):
     assert f"{accuracy:.4f}" in (out / "README.md").read_text()
 
 
-@pytest.mark.parametrize(
-    "order", [[], ["--group-by-length", "--ema-decay", "0.9"]], ids=["random-batches", "grouped-by-length-ema"]
-)
-def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path, order):
-    """Bit-identical after a resume, with either batch order (the grouped one draws its order, and its loader its
-    base seed, from generators of its own: drawn from the global random state, dropout's, they changed the weights),
-    and with the moving average of the weights that is saved (it is resumed from the checkpoint too)."""
-    common = ["--data", tiny_csv, *TINY, "--checkpoint-every", "20", *order]
+def test_resume_after_sigkill_matches_uninterrupted_run(tiny_csv, tmp_path):
+    """Bit-identical after a resume with batches of like length (their order, and their loader's base seed, come
+    from generators of their own: drawn from the global random state, dropout's, they changed the weights) and the
+    moving average of the weights that is saved (it is resumed from the checkpoint too). The random batch order is
+    resumed in every phase of a run by tests/test_faults.py."""
+    common = ["--data", tiny_csv, *TINY, "--checkpoint-every", "20", "--group-by-length", "--ema-decay", "0.9"]
     full = train(*common, "--output-dir", tmp_path / "full", env={"LABELATTN_RUN_LOG": str(tmp_path / "full.log")})
     assert full.returncode == 0, full.stderr
     # 90 batches of 4 in 3 epochs; killed before step 51, between the checkpoints of steps 40 and 60, in epoch 2.
@@ -805,6 +804,38 @@ def test_a_classs_own_parameters_learn_faster_without_the_label_projections(opti
     faster = {name for name, rate in rates.items() if rate != 2e-3}
     assert faster == set(own)
     assert all(rates[name] == 2e-3 * build.OWN_CLASS_LEARNING_RATE_SCALE for name in own)
+
+
+@pytest.mark.parametrize(("warmup", "total"), [(0, 7), (3, 25), (25, 25), (1, 1)])
+def test_the_schedule_is_transformers_linear_schedule_with_warmup_and_resumes_from_its_state(warmup, total):
+    """`setup.linear_schedule` gives the learning rates of transformers' function at every step, past the last one
+    too, and takes over the state a checkpoint of that function's scheduler saved (runs checkpointed before it)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    def rates(scheduler, optimizer, steps: int) -> list[float]:
+        seen = []
+        for _ in range(steps):
+            seen.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+        return seen
+
+    def optimizer() -> torch.optim.Optimizer:
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.3)
+
+    theirs_optimizer, ours_optimizer = optimizer(), optimizer()
+    theirs = get_linear_schedule_with_warmup(theirs_optimizer, warmup, total)
+    schedule = functools.partial(setup.linear_schedule, warmup_steps=warmup, total_steps=total)
+    ours = torch.optim.lr_scheduler.LambdaLR(ours_optimizer, schedule)
+    assert rates(ours, ours_optimizer, total + 2) == rates(theirs, theirs_optimizer, total + 2)
+
+    halfway_optimizer, resumed_optimizer = optimizer(), optimizer()
+    halfway = get_linear_schedule_with_warmup(halfway_optimizer, warmup, total)
+    rates(halfway, halfway_optimizer, total // 2)
+    resumed = torch.optim.lr_scheduler.LambdaLR(resumed_optimizer, schedule)
+    resumed.load_state_dict(halfway.state_dict())
+    resumed_optimizer.load_state_dict(halfway_optimizer.state_dict())
+    assert rates(resumed, resumed_optimizer, 3) == rates(halfway, halfway_optimizer, 3)
 
 
 def test_a_second_run_on_the_same_output_dir_is_refused_and_a_killed_ones_lock_is_not_stale(tiny_csv, tmp_path):

@@ -3,6 +3,7 @@ Accelerate, and the progress that every checkpoint saves (`Training`)."""
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,17 @@ def make_accelerator(settings: TrainSettings):
     )
 
 
+def linear_schedule(step: int, *, warmup_steps: int, total_steps: int) -> float:
+    """The learning rate's factor at `step`: up from 0 over the warm-up steps, then down to 0 at the last step.
+
+    The schedule of `transformers.get_linear_schedule_with_warmup`, to the float (`tests/test_train.py` compares
+    them). It is written here because that function's module imports `transformers.trainer_utils`, which imports
+    peft wherever it is installed: 2 s of every run's start, more than a small run's training."""
+    if step < warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
 def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list | None = None) -> Training:
     """Model, loaders, optimizer and schedule, prepared by Accelerate; the progress registered for checkpoints.
     With `teachers` (`distillation.load_teachers`), the training rows carry their targets."""
@@ -101,7 +113,6 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list
 
     import torch
     from accelerate.utils import set_seed
-    from transformers import get_linear_schedule_with_warmup
 
     from labelattn.training.distillation import with_teacher_targets
     from labelattn.training.label_queries import describe_classes
@@ -133,11 +144,12 @@ def set_up(accelerator, settings: TrainSettings, data, tokenizer, teachers: list
     total_steps = steps_per_epoch * settings.epochs
     # The prepared scheduler steps once per process at each optimizer step: count in those units. It is prepared
     # in the same call as the model and optimizer, which DeepSpeed needs to take it over.
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer,
-        num_warmup_steps=round(settings.warmup_ratio * total_steps) * accelerator.num_processes,
-        num_training_steps=total_steps * accelerator.num_processes,
+    schedule = partial(
+        linear_schedule,
+        warmup_steps=round(settings.warmup_ratio * total_steps) * accelerator.num_processes,
+        total_steps=total_steps * accelerator.num_processes,
     )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model, optimizer, train_loader, validation_loader, test_loader, scheduler = accelerator.prepare(
         model, optimizer, loaders["train"], loaders["validation"], loaders["test"], scheduler
     )
