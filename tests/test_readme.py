@@ -1,6 +1,7 @@
 """The README's examples run as written: every ```python block, and every `labelattn ... --help`."""
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,33 @@ def test_cli_help_explains_itself(command):
     assert result.returncode == 0, result.stderr
     assert "usage: labelattn" in result.stdout
     assert len(result.stdout.splitlines()) > 4
+
+
+def shell_commands(program: str) -> list[tuple[int, list[str]]]:
+    """`(line, arguments)` of each `program ...` command of the README's ```bash blocks, continuation lines joined and
+    comments dropped."""
+    text = README.read_text()
+    commands = []
+    for match in re.finditer(r"```bash\n(.*?)```", text, flags=re.S):
+        first_line = text[: match.start()].count("\n") + 2
+        joined = re.sub(r"\\\n", " ", match.group(1))
+        for offset, line in enumerate(joined.splitlines()):
+            words = shlex.split(line, comments=True)
+            if words[:1] == [program]:
+                commands.append((first_line + offset, words[1:]))
+    return commands
+
+
+@pytest.mark.parametrize(("line", "arguments"), shell_commands("labelattn"), ids=lambda v: str(v)[:40])
+def test_readme_labelattn_commands_parse(line, arguments):
+    """Every `labelattn` command the README shows is one the parser takes, and a `train` command's options pass every
+    check of its settings: a recipe copied from the README trains (the data and folders it names aside)."""
+    from labelattn.cli import build_parser
+    from labelattn.training.settings import TrainSettings
+
+    try:
+        args = build_parser().parse_args(arguments)
+    except SystemExit:
+        pytest.fail(f"README.md line {line}: `labelattn {' '.join(arguments)}` does not parse")
+    if args.command == "train":
+        TrainSettings.from_args(args)
