@@ -806,6 +806,28 @@ def test_a_classs_own_parameters_learn_faster_without_the_label_projections(opti
     assert all(rates[name] == 2e-3 * build.OWN_CLASS_LEARNING_RATE_SCALE for name in own)
 
 
+@pytest.mark.parametrize(
+    ("options", "num_classes", "told"),
+    [
+        ([], settings.MANY_CLASSES, True),
+        ([], settings.MANY_CLASSES - 1, False),
+        (["--group-by-length"], 1918, False),
+        (["--no-label-projections"], 1918, False),
+        (["--pooling", "mean"], 1918, False),
+        (["--backbone", "minilm"], 1918, False),
+        (settings.FAST_RECIPE.split(), 1918, False),
+    ],
+)
+def test_a_run_of_many_classes_on_the_few_class_head_is_told_of_the_recipes(options, num_classes, told):
+    """The note names the fast recipe, whose options are ones `labelattn train` takes, and following it (or choosing
+    any head of the many-class recipes, or another backbone) silences it, as few classes do."""
+    train_settings = settings.TrainSettings.from_args(train_parser().parse_args(["--output-dir", "m", *options]))
+    note = settings.many_classes_note(train_settings, num_classes)
+    assert (note is not None) == told
+    if told:
+        assert f"{num_classes:,} classes" in note and settings.FAST_RECIPE in note
+
+
 @pytest.mark.parametrize(("warmup", "total"), [(0, 7), (3, 25), (25, 25), (1, 1)])
 def test_the_schedule_is_transformers_linear_schedule_with_warmup_and_resumes_from_its_state(warmup, total):
     """`setup.linear_schedule` gives the learning rates of transformers' function at every step, past the last one

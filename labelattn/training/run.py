@@ -36,6 +36,7 @@ from labelattn.training.settings import (
     check_output_dir,
     label_smoothing,
     launch_of,
+    many_classes_note,
     run_inputs,
     settings_of,
 )
@@ -172,6 +173,8 @@ def train_epochs(run: Training):
         f"{len(data.label_names)} labels, {settings.epochs} epochs of {run.steps_per_epoch} steps, "
         f"{accelerator.num_processes} process(es) on {accelerator.device}."
     )
+    if (note := many_classes_note(settings, len(data.label_names))) is not None:
+        accelerator.print(note)
     total = run.steps_per_epoch * settings.epochs
     bar = tqdm(total=total, initial=progress.steps, disable=not accelerator.is_local_main_process, unit="step")
     run.model.train()
