@@ -88,8 +88,9 @@ def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(data, 
     out = tmp_path / "model"
     logs = [tmp_path / f"process{i}" for i in range(len(KILL_CHAIN) + 1)]
     for (event, half_written, resumes_from, phase), log in zip(KILL_CHAIN, logs, strict=False):
-        kill_at(data, out, log, event, *(["--resume"] if resumes_from is not None else []))
-        assert [e["step"] for e in run_events(log, "resumed")] == ([resumes_from] if resumes_from else []), phase
+        resuming = resumes_from is not None
+        kill_at(data, out, log, event, *(["--resume"] if resuming else []))
+        assert [e["step"] for e in run_events(log, "resumed")] == ([resumes_from] if resuming else []), phase
         if half_written:  # what a kill in the middle of writing that file leaves
             path = out / half_written
             path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])

@@ -61,22 +61,24 @@ def test_cli_help_explains_itself(command):
     assert len(result.stdout.splitlines()) > 4
 
 
-def shell_commands(program: str) -> list[tuple[int, list[str]]]:
-    """`(line, arguments)` of each `program ...` command of the README's ```bash blocks, continuation lines joined and
-    comments dropped."""
+def labelattn_commands() -> list[tuple[int, list[str]]]:
+    """`(line, arguments)` of each `labelattn ...` command of the README's ```bash blocks, and of each `... -m
+    labelattn ...` (`accelerate launch`): continuation lines joined, comments dropped, the line the command starts."""
     text = README.read_text()
     commands = []
     for match in re.finditer(r"```bash\n(.*?)```", text, flags=re.S):
-        first_line = text[: match.start()].count("\n") + 2
-        joined = re.sub(r"\\\n", " ", match.group(1))
-        for offset, line in enumerate(joined.splitlines()):
-            words = shlex.split(line, comments=True)
-            if words[:1] == [program]:
-                commands.append((first_line + offset, words[1:]))
+        line = text[: match.start()].count("\n") + 2
+        for command in re.split(r"(?<!\\)\n", match.group(1)):
+            words = shlex.split(command.replace("\\\n", " "), comments=True)
+            if words[:1] == ["labelattn"]:
+                commands.append((line, words[1:]))
+            elif "labelattn" in words and words[words.index("labelattn") - 1] == "-m":
+                commands.append((line, words[words.index("labelattn") + 1 :]))
+            line += command.count("\n") + 1
     return commands
 
 
-@pytest.mark.parametrize(("line", "arguments"), shell_commands("labelattn"), ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize(("line", "arguments"), labelattn_commands(), ids=lambda v: str(v)[:40])
 def test_readme_labelattn_commands_parse(line, arguments):
     """Every `labelattn` command the README shows is one the parser takes, and a `train` command's options pass every
     check of its settings: a recipe copied from the README trains (the data and folders it names aside)."""

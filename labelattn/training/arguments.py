@@ -15,6 +15,8 @@ DEFAULT_RESIDUAL_DROPOUT = 0.5
 DEFAULT_DISTILL_WEIGHT = 0.5
 # The licence a model card names without --license.
 DEFAULT_LICENSE = "apache-2.0"
+# Label-attention heads when --num-attention-heads is not given.
+DEFAULT_ATTENTION_HEADS = 4
 # Options that say how to run, not what to train: left out of the recorded command.
 NOT_RECORDED = ("resume", "overwrite")
 
@@ -143,7 +145,12 @@ def add_model_options(group: DeclaredGroup) -> None:
         "accurate than 3 on TREC and TREC fine over five seeds; at thousands of classes 3 is as accurate and "
         "faster, see docs/default-model.md).",
     )
-    group.add_argument("--num-attention-heads", type=int, default=4, help="Label-attention heads (default: 4).")
+    group.add_argument(
+        "--num-attention-heads",
+        type=int,
+        default=DEFAULT_ATTENTION_HEADS,
+        help=f"Label-attention heads (default: {DEFAULT_ATTENTION_HEADS}).",
+    )
     group.add_argument(
         "--attention-key-size",
         type=int,
