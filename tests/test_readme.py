@@ -1,4 +1,5 @@
-"""The README's examples run as written: every ```python block, and every `labelattn ... --help`."""
+"""The README's examples run as written: every ```python block, and every `labelattn ... --help`; every `labelattn`
+command of the README and docs/ parses."""
 
 import re
 import shlex
@@ -61,33 +62,43 @@ def test_cli_help_explains_itself(command):
     assert len(result.stdout.splitlines()) > 4
 
 
-def labelattn_commands() -> list[tuple[int, list[str]]]:
-    """`(line, arguments)` of each `labelattn ...` command of the README's ```bash blocks, and of each `... -m
+# A placeholder the docs' commands use for a number (`--seed S`, `--seed $seed` in a loop): checked as 0.
+PLACEHOLDER = re.compile(r"^(\$\w+|[A-Z])$")
+
+
+def labelattn_commands(page: Path) -> list[tuple[str, list[str]]]:
+    """`(page:line, arguments)` of each `labelattn ...` command of a page's ```bash blocks, and of each `... -m
     labelattn ...` (`accelerate launch`): continuation lines joined, comments dropped, the line the command starts."""
-    text = README.read_text()
+    text = page.read_text()
     commands = []
     for match in re.finditer(r"```bash\n(.*?)```", text, flags=re.S):
         line = text[: match.start()].count("\n") + 2
         for command in re.split(r"(?<!\\)\n", match.group(1)):
-            words = shlex.split(command.replace("\\\n", " "), comments=True)
+            words = [
+                "0" if PLACEHOLDER.match(w) else w for w in shlex.split(command.replace("\\\n", " "), comments=True)
+            ]
+            where = f"{page.name}:{line}"
             if words[:1] == ["labelattn"]:
-                commands.append((line, words[1:]))
+                commands.append((where, words[1:]))
             elif "labelattn" in words and words[words.index("labelattn") - 1] == "-m":
-                commands.append((line, words[words.index("labelattn") + 1 :]))
+                commands.append((where, words[words.index("labelattn") + 1 :]))
             line += command.count("\n") + 1
     return commands
 
 
-@pytest.mark.parametrize(("line", "arguments"), labelattn_commands(), ids=lambda v: str(v)[:40])
-def test_readme_labelattn_commands_parse(line, arguments):
-    """Every `labelattn` command the README shows is one the parser takes, and a `train` command's options pass every
-    check of its settings: a recipe copied from the README trains (the data and folders it names aside)."""
+DOCUMENTED = [c for page in [README, *sorted((README.parent / "docs").glob("*.md"))] for c in labelattn_commands(page)]
+
+
+@pytest.mark.parametrize(("where", "arguments"), DOCUMENTED, ids=[where for where, _ in DOCUMENTED])
+def test_documented_labelattn_commands_parse(where, arguments):
+    """Every `labelattn` command the README and docs/ show is one the parser takes, and a `train` command's options
+    pass every check of its settings: a recipe copied from the docs trains (the data and folders it names aside)."""
     from labelattn.cli import build_parser
     from labelattn.training.settings import TrainSettings
 
     try:
         args = build_parser().parse_args(arguments)
     except SystemExit:
-        pytest.fail(f"README.md line {line}: `labelattn {' '.join(arguments)}` does not parse")
+        pytest.fail(f"{where}: `labelattn {' '.join(arguments)}` does not parse")
     if args.command == "train":
         TrainSettings.from_args(args)
