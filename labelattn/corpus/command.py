@@ -91,11 +91,11 @@ def open_corpus_run(
     path (`output_path(args, kind, name)`), the corpus, its columns and whether the output's format holds their
     values, then the model. Returns
     `(output, dataset, model, tokenizer)`."""
+    output = output_path(args, kind, name)
+    check_output(output, args.data, args.overwrite)  # first, before torch loads: a refusal here takes no time
     from labelattn.corpus.files import check_values_fit
     from labelattn.corpus.jobs import check_columns
 
-    output = output_path(args, kind, name)
-    check_output(output, args.data, args.overwrite)
     dataset = load_corpus(args.data, args.split)
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
     check_values_fit(dataset, output)
