@@ -524,6 +524,36 @@ def test_overwrite_refuses_a_folder_holding_the_working_directory(tiny_csv, tmp_
     assert (tmp_path / "project").is_dir()
 
 
+@pytest.mark.slow
+def test_a_run_of_1000_classes_records_the_many_class_defaults_and_resumes_with_the_same_command(tmp_path):
+    """Through the command: 1,000 classes with no head or schedule options train with the many-class recipe, say so,
+    record its values in training_args.json, and `--resume` with the same command finds its settings equal (the
+    class count is known before they are compared)."""
+    rng = random.Random(0)
+
+    def rows(n: int) -> list[dict]:
+        return [
+            {"text": " ".join([*rng.sample(FILLER, 4), f"code{i % 1000}"]), "label": f"c{i % 1000}"} for i in range(n)
+        ]
+
+    files = {
+        split: write_csv(tmp_path / f"{split}.csv", rows(n))
+        for split, n in [("train", 2000), ("val", 1000), ("test", 1000)]
+    }
+    command = ["--data", files["train"], "--validation-data", files["val"], "--test-data", files["test"]]
+    command += ["--hidden-size", "32", "--batch-size", "64", "--output-dir", tmp_path / "model"]
+    result = train(*command)
+    assert result.returncode == 0, result.stderr
+    assert "note: 1,000 classes: the many-class defaults apply (" in result.stdout
+    recorded = json.loads((tmp_path / "model" / settings.SETTINGS_FILE).read_text())
+    assert {name: recorded[name] for name in settings.FEW_CLASS_DEFAULTS} == {
+        "group_by_length": True, "label_projections": False, "token_context_width": 3, "epochs": 3
+    }  # fmt: skip
+    resumed = train(*command, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed at step" in resumed.stdout
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
@@ -736,7 +766,8 @@ def test_the_settings_hold_every_option_typed_and_filled_once():
     weights."""
     parser = train_parser()
     declared = {action.dest for action in arguments.add_arguments(argparse.ArgumentParser())}
-    assert {field.name for field in dataclasses.fields(settings.TrainSettings)} == declared | {"command_line"}
+    made = {"command_line", "by_class_count"}
+    assert {field.name for field in dataclasses.fields(settings.TrainSettings)} == declared | made
     train_settings = settings.TrainSettings.from_args(parser.parse_args(["--output-dir", "m", "--epochs", "4"]))
     assert train_settings.learning_rate > 0 and train_settings.head_learning_rate == train_settings.learning_rate
     assert (
@@ -806,28 +837,64 @@ def test_a_classs_own_parameters_learn_faster_without_the_label_projections(opti
     assert all(rates[name] == 2e-3 * build.OWN_CLASS_LEARNING_RATE_SCALE for name in own)
 
 
+MANY_CLASS_RECIPE = ["--group-by-length", "--no-label-projections", "--token-context-width", "3", "--epochs", "3"]
+
+
+def settings_for(options: list[str], num_classes: int) -> "settings.TrainSettings":
+    return settings.TrainSettings.from_args(train_parser().parse_args(["--output-dir", "m", *options])).for_classes(
+        num_classes
+    )
+
+
 @pytest.mark.parametrize(
-    ("options", "num_classes", "told"),
+    ("options", "expected"),
     [
-        ([], settings.MANY_CLASSES, True),
-        ([], settings.MANY_CLASSES - 1, False),
-        (["--group-by-length"], 1918, True),
-        (["--no-label-projections"], 1918, False),
-        (["--num-attention-heads", "1"], 1918, False),
-        (["--scorer-rank", "64"], 1918, False),
-        (["--pooling", "mean"], 1918, False),
-        (["--backbone", "minilm"], 1918, False),
-        (settings.FAST_RECIPE.split(), 1918, False),
+        ([], MANY_CLASS_RECIPE),
+        (["--backbone", "minilm"], ["--group-by-length", "--no-label-projections"]),  # the accurate recipe's
+        (["--pooling", "mean"], ["--group-by-length", "--token-context-width", "3", "--epochs", "3"]),
+        # Given options are kept, a few-class default's value too.
+        (
+            ["--epochs", "5", "--label-projections"],
+            ["--epochs", "5", "--group-by-length", "--token-context-width", "3"],
+        ),
+        (["--no-group-by-length", "--token-context-width", "5"], ["--no-label-projections", "--epochs", "3"]),
     ],
 )
-def test_a_run_of_many_classes_on_the_few_class_head_is_told_of_the_recipes(options, num_classes, told):
-    """The note names the fast recipe, whose options are ones `labelattn train` takes, and following it (or choosing
-    another head, or another backbone) silences it, as few classes do; batches of like length alone do not."""
-    train_settings = settings.TrainSettings.from_args(train_parser().parse_args(["--output-dir", "m", *options]))
-    note = settings.many_classes_note(train_settings, num_classes)
-    assert (note is not None) == told
-    if told:
-        assert f"{num_classes:,} classes" in note and settings.FAST_RECIPE in note
+def test_from_1000_classes_the_options_not_given_take_the_many_class_recipe(options, expected):
+    """The class count decides the defaults of `FEW_CLASS_DEFAULTS`' options only, and only where they were not
+    given: below `MANY_CLASSES` they are the few-class defaults, from it the many-class recipe measured on
+    ICD-10-CM (for the backbone and pooling it applies to); the settings are then those of the recipe's command."""
+    few = settings_for(options, settings.MANY_CLASSES - 1)
+    many = settings_for(options, settings.MANY_CLASSES)
+    spelled_out = settings_for([*options, *expected], settings.MANY_CLASSES)
+    assert settings.settings_of(many) == settings.settings_of(spelled_out)
+    assert settings.settings_of(few) == settings.settings_of(settings_for(options, 6))
+    given = {name for name in settings.FEW_CLASS_DEFAULTS if name not in few.by_class_count}
+    assert all(getattr(few, name) == settings.FEW_CLASS_DEFAULTS[name] for name in few.by_class_count)
+    assert all(getattr(many, name) == getattr(few, name) for name in given)
+    assert few.command_line == many.command_line  # what was typed: the same command gives both
+
+
+def test_icd10_cm_with_no_options_trains_the_many_class_recipe_and_is_told_the_fast_one():
+    """`labelattn train --data icd10-cm`: the many-class recipe's settings, a note saying so and naming the fast
+    recipe, whose options are ones `labelattn train` takes; a run that names its head, or has few classes, is not
+    told of it."""
+    icd = settings_for(["--data", "icd10-cm"], 1918)
+    assert settings.settings_of(icd) == settings.settings_of(
+        settings_for(["--data", "icd10-cm", *MANY_CLASS_RECIPE], 1918)
+    )
+    note = settings.many_classes_note(icd, 1918)
+    assert note.startswith("note: 1,918 classes: the many-class defaults apply (") and settings.FAST_RECIPE in note
+    applied = note.split("(", 1)[1].split(")", 1)[0].split()  # options that give these settings when typed
+    assert settings.settings_of(settings_for(["--data", "icd10-cm", *applied], 1918)) == settings.settings_of(icd)
+    fast = settings_for(["--data", "icd10-cm", *settings.FAST_RECIPE.split()], 1918)
+    assert settings.FAST_RECIPE not in settings.many_classes_note(fast, 1918)
+    assert settings.many_classes_note(settings_for(MANY_CLASS_RECIPE, 1918), 1918) is not None  # the fast one
+    assert (
+        settings.many_classes_note(settings_for([*MANY_CLASS_RECIPE, *settings.FAST_RECIPE.split()], 1918), 1918)
+        is None
+    )
+    assert settings.many_classes_note(settings_for([], settings.MANY_CLASSES - 1), settings.MANY_CLASSES - 1) is None
 
 
 @pytest.mark.parametrize(("warmup", "total"), [(0, 7), (3, 25), (25, 25), (1, 1)])

@@ -139,10 +139,10 @@ def add_model_options(group: DeclaredGroup) -> None:
     group.add_argument(
         "--token-context-width",
         type=int,
-        default=5,
+        default=None,
         help="Odd width of the embedding backbone's residual convolution that lets each token see its neighbours "
         "('how many' is not 'many ... how'); 0 reads a pure bag of tokens (default: 5, two on each side: more "
-        "accurate than 3 on TREC and TREC fine over five seeds; at thousands of classes 3 is as accurate and "
+        "accurate than 3 on TREC and TREC fine over five seeds; 3 from 1,000 classes, as accurate there and "
         "faster, see docs/default-model.md).",
     )
     group.add_argument(
@@ -179,12 +179,12 @@ def add_model_options(group: DeclaredGroup) -> None:
     group.add_argument(
         "--label-projections",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="Compute each class's query from its label embedding through a map shared by the classes, and its class "
         "vector through an output map (as transformers' attention); --no-label-projections gives each class its own "
         "query and scores the heads' contexts directly (LAAT's head), which spares two products of every class "
         "with those maps per step, each class's own parameters then learning at 10x the head's rate: 1.28x faster "
-        "steps at 1,918 classes (default: on).",
+        "steps at 1,918 classes (default: on; off from 1,000 classes).",
     )
     group.add_argument("--max-length", type=int, default=128, help="Tokens read per text (default: 128).")
     group.add_argument(
@@ -226,19 +226,19 @@ def add_optimisation_options(group: DeclaredGroup) -> None:
     group.add_argument(
         "--epochs",
         type=int,
-        default=5,
+        default=None,
         help="Passes over the training data (default: 5: TREC and TREC fine are more accurate than with 3 over five "
-        "seeds; at tens of thousands of rows 3 epochs give nearly as much in 0.6x the time, see "
-        "docs/default-model.md).",
+        "seeds; 3 for the embedding backbone from 1,000 classes, where they give nearly as much in 0.6x the time, "
+        "see docs/default-model.md).",
     )
     group.add_argument("--batch-size", type=int, default=32, help="Texts per batch and process (default: 32).")
     group.add_argument(
         "--group-by-length",
         action=argparse.BooleanOptionalAction,
-        default=False,
+        default=None,
         help="Batch texts of like length together, in a random order of such batches: less padding, so faster steps "
         "where lengths vary; ICD-10-CM trains 1.5x faster at the same accuracy, TREC 1.4x at 0.8 points less "
-        "(default: off, random rows).",
+        "(default: off, random rows; on from 1,000 classes).",
     )
     group.add_argument(
         "--learning-rate", type=float, help="Peak learning rate of AdamW (default: 5e-3 embedding, 5e-5 encoder)."

@@ -287,10 +287,11 @@ def train(settings: TrainSettings) -> int:
     from labelattn.training import card
     from labelattn.training.coding_report import format_report
 
+    data = load_training_data(settings)  # first: the class count decides some defaults, which resuming compares
+    settings = settings.for_classes(len(data.label_names))
     check_output_dir(settings)
     if settings.push_to_hub:
         card.check_can_push(settings.push_to_hub)
-    data = load_training_data(settings)
     tokenizer = load_tokenizer(settings.backbone)
     check_max_length(settings, tokenizer)
     label_smoothing(settings, data.multi_label)  # refused for multi-label data

@@ -9,7 +9,8 @@ import argparse
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+import shlex
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from labelattn.training import backbones, checkpoints
@@ -25,6 +26,7 @@ SETTINGS_FILE = "training_args.json"
 # Options that do not change the trained weights: a run may be resumed with other values.
 NOT_SETTINGS = {"resume", "overwrite", "push_to_hub", "private", "license", "checkpoint_every", "command_line"}
 NOT_SETTINGS |= {"output_dir"}  # the folder holding the settings is not one of them
+NOT_SETTINGS |= {"by_class_count"}  # which options took their default: the values are recorded
 PATH_SETTINGS = {"data", "validation_data", "test_data", "backbone", "label_file", "distill_from"}
 # Numeric options and the values they take (every float must also be finite).
 AT_LEAST_ONE = ("epochs", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "hidden_size")
@@ -37,11 +39,15 @@ SAVED_BEFORE |= {"distill_from": None, "distill_weight": None, "init_seed": None
 # The share of a single-label target spread over the classes when --label-smoothing is not given (`label_smoothing`).
 DEFAULT_LABEL_SMOOTHING = 0.1
 ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializer_range")
-# From this many classes a run on the few-class default's head is told of the recipes measured at ICD-10-CM's 1,918,
-# where the fast one trained in a fifth of the default's time, both above fastText and TF-IDF (`many_classes_note`).
+# The defaults that depend on the number of classes (`class_count_defaults`): below MANY_CLASSES, those made on TREC's
+# 6 and TREC fine's 47 classes; from it, the many-class recipe measured on ICD-10-CM's 1,918 (docs/many-classes.md,
+# "Which command at many classes"): there it was more accurate than the few-class defaults (0.9290 top-1 against
+# 0.9244-0.9259) in under half their time (1.96-2.01x fastText's against 4x or more). Nothing was measured between
+# 47 and 896 classes (bench/untrained_classes.py keeps the few-class defaults).
 MANY_CLASSES = 1000
-FAST_RECIPE = "--group-by-length --no-label-projections --token-context-width 3 --epochs 3 --num-attention-heads 1 "
-FAST_RECIPE += "--attention-key-size 32 --scorer-rank 64"
+FEW_CLASS_DEFAULTS = {"group_by_length": False, "label_projections": True, "token_context_width": 5, "epochs": 5}
+# Faster still at many classes, for half a point of top-1: one narrow head and a rank-64 scorer per class.
+FAST_RECIPE = "--num-attention-heads 1 --attention-key-size 32 --scorer-rank 64"
 
 
 class TrainingError(ValueError):
@@ -110,6 +116,7 @@ class TrainSettings:
     private: bool  # create that repository as private
     license: str  # the licence the model card names
     command_line: str  # the `labelattn train` command that gives these settings (for the model card)
+    by_class_count: frozenset[str] = frozenset()  # the options not given, whose default the class count decides
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -123,7 +130,8 @@ class TrainSettings:
     def from_args(cls, args: argparse.Namespace) -> "TrainSettings":
         """The settings of the options `labelattn train` parsed into `args`: the defaults that depend on the backbone
         filled in, every check passed (or a `TrainingError` naming the option)."""
-        values = {field.name: getattr(args, field.name) for field in fields(cls) if field.name != "command_line"}
+        made_here = ("command_line", "by_class_count")
+        values = {field.name: getattr(args, field.name) for field in fields(cls) if field.name not in made_here}
         kind = backbones.backbone_kind(args.backbone)
         if values["learning_rate"] is None:
             values["learning_rate"] = backbones.default_learning_rate(args.backbone)
@@ -135,7 +143,28 @@ class TrainSettings:
             values["label_residual_dropout"] = DEFAULT_RESIDUAL_DROPOUT
         if args.distill_from and args.distill_weight is None:
             values["distill_weight"] = DEFAULT_DISTILL_WEIGHT
-        return cls(**values, command_line=command_line(args))
+        by_class_count = frozenset(name for name in FEW_CLASS_DEFAULTS if values[name] is None)
+        values |= {name: FEW_CLASS_DEFAULTS[name] for name in by_class_count}  # until `for_classes` knows the count
+        return cls(**values, command_line=command_line(args), by_class_count=by_class_count)
+
+    def for_classes(self, num_classes: int) -> "TrainSettings":
+        """These settings for data of `num_classes` classes: the options not given take `class_count_defaults`."""
+        defaults = class_count_defaults(self, num_classes)
+        return replace(self, **{name: defaults[name] for name in self.by_class_count})
+
+
+def class_count_defaults(settings: TrainSettings, num_classes: int) -> dict:
+    """The defaults of the options in `FEW_CLASS_DEFAULTS` for data of `num_classes` classes. From `MANY_CLASSES`:
+    batches of like length, each class's own query (label attention), and for the embedding backbone a token
+    context of 3 and 3 epochs; an encoder keeps its 5 epochs, as in the accurate recipe measured on ICD-10-CM."""
+    if num_classes < MANY_CLASSES:
+        return FEW_CLASS_DEFAULTS
+    many = {"group_by_length": True}
+    if settings.pooling == "label_attention":
+        many["label_projections"] = False
+    if backbones.backbone_kind(settings.backbone) == "embedding":
+        many |= {"token_context_width": 3, "epochs": 3}
+    return FEW_CLASS_DEFAULTS | many
 
 
 def check_settings(settings: TrainSettings) -> None:
@@ -222,21 +251,25 @@ def check_numbers(settings: TrainSettings) -> None:
 
 
 def many_classes_note(settings: TrainSettings, num_classes: int) -> str | None:
-    """What to say to a run of `MANY_CLASSES` or more classes on the embedding backbone's few-class default head
-    (its heads, their widths, a full scorer per class and the label projections): every recipe measured at many
-    classes gives each class its own query, and the fast one narrows the head. None otherwise: the user has chosen
-    their head, or has few classes. Batches of like length alone do not silence it: with the default head they
-    trained ICD-10-CM in 2.67x fastText's time."""
-    default_head = settings.label_projections and settings.pooling == "label_attention"
-    default_head &= settings.num_attention_heads == DEFAULT_ATTENTION_HEADS
-    default_head &= settings.attention_key_size is None and settings.scorer_rank is None
-    if num_classes < MANY_CLASSES or not default_head or backbones.backbone_kind(settings.backbone) != "embedding":
+    """What a run of `MANY_CLASSES` or more classes is told when it starts: the defaults its class count gave it, and,
+    on the embedding backbone's full-width head, the fast recipe. None for fewer classes."""
+    if num_classes < MANY_CLASSES:
         return None
-    return (
-        f"note: {num_classes:,} classes on the default head, made for a few. At ICD-10-CM's 1,918 it trained in 4x "
-        f"fastText's time or more; `{FAST_RECIPE}` trained in 0.79x, above fastText and TF-IDF + LinearSVC. Other "
-        "recipes: docs/many-classes.md, 'Which command at many classes'."
-    )
+    parser = argparse.ArgumentParser()
+    declared = {action.dest: action for action in add_arguments(parser)}
+    given = []
+    for name in sorted(settings.by_class_count):
+        if (value := getattr(settings, name)) != FEW_CLASS_DEFAULTS[name]:
+            option = declared[name].option_strings
+            given += [option[-1]] if value is False else [option[0]] if value is True else [option[0], str(value)]
+    note = f"note: {num_classes:,} classes: the many-class defaults apply ({shlex.join(given)})." if given else ""
+    full_width = settings.num_attention_heads == DEFAULT_ATTENTION_HEADS and settings.attention_key_size is None
+    if full_width and backbones.backbone_kind(settings.backbone) == "embedding" and settings.pooling != "mean":
+        note += (
+            f" Faster still: `{FAST_RECIPE}` trained ICD-10-CM in 0.4x the time for half a point of top-1 "
+            "(docs/many-classes.md, 'Which command at many classes')."
+        )
+    return note.strip() or None
 
 
 def label_smoothing(settings: TrainSettings, multi_label: bool) -> float:
