@@ -42,7 +42,7 @@ ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializ
 # The defaults that depend on the number of classes (`class_count_defaults`): below MANY_CLASSES, those made on TREC's
 # 6 and TREC fine's 50 classes; from it, the many-class recipe measured on ICD-10-CM's 1,918 (docs/many-classes.md,
 # "Which command at many classes"): there it was more accurate than the few-class defaults (0.9290 top-1 against
-# 0.9244-0.9259) in under half their time (1.96-2.01x fastText's against 4x or more). Nothing was measured between
+# 0.9244-0.9259) in under half their time (1.96-2.09x fastText's against 4x or more). Nothing was measured between
 # 50 and 896 classes (bench/untrained_classes.py keeps the few-class defaults).
 MANY_CLASSES = 1000
 FEW_CLASS_DEFAULTS = {"group_by_length": False, "label_projections": True, "token_context_width": 5, "epochs": 5}
