@@ -4,8 +4,9 @@
     .venv/bin/python bench/predict_many_classes.py                  # 5,000 rows, 2 rounds: about 5 minutes
     .venv/bin/python bench/predict_many_classes.py --rows 2000 --rounds 1
 
-The models are untrained (the cost does not depend on the weights) and shaped as `labelattn train` makes them for
-ICD-10-CM: the embedding backbone, 384 wide, token context 3, 4 heads, MiniLM's tokenizer. The texts are every
+The models are untrained (the cost does not depend on the weights) and shaped as `labelattn train` made them for
+ICD-10-CM before the many-class defaults (7 December 2026): the embedding backbone, 384 wide, token context 3, 4
+heads with the label projections, MiniLM's tokenizer. The texts are every
 k-th ICD-10-CM title (every chapter), as JSONL. Each figure is one `labelattn predict` in a fresh process, as a user
 runs it (start-up included); the systems are interleaved (A, B, C, A, B, C) and the median of the rounds reported.
 The forward pass alone is timed in this process (two threads, length-sorted batches of 32, as `predict` batches).

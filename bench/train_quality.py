@@ -125,7 +125,7 @@ def make_stepper(data, options: list[str], batches: list[dict]):
     """A function running one training step of a fresh model built exactly as `labelattn train <options>` builds it."""
     parser = argparse.ArgumentParser()
     arguments.add_arguments(parser)
-    train_settings = settings.TrainSettings.from_args(parser.parse_args(options))
+    train_settings = settings.TrainSettings.from_args(parser.parse_args(options)).for_classes(len(data.label_names))
     torch.manual_seed(0)
     model = build.build_model(train_settings, data.label_names, False, 30522).train()
     optimizer = torch.optim.AdamW(

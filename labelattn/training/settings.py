@@ -42,8 +42,9 @@ ABOVE_ZERO = ("learning_rate", "head_learning_rate", "max_grad_norm", "initializ
 # The defaults that depend on the number of classes (`class_count_defaults`): below MANY_CLASSES, those made on TREC's
 # 6 and TREC fine's 50 classes; from it, the many-class recipe measured on ICD-10-CM's 1,918 (docs/many-classes.md,
 # "Which command at many classes"): there it was more accurate than the few-class defaults (0.9290 top-1 against
-# 0.9244-0.9259) in under half their time (1.96-2.09x fastText's against 4x or more). Nothing was measured between
-# 50 and 896 classes (bench/untrained_classes.py keeps the few-class defaults).
+# 0.9244-0.9259) in under half their time (1.96-2.09x fastText's against 4x or more). It was measured on single-label
+# data at 1,918 classes only: the threshold sits below that, and above the 896 classes of
+# bench/untrained_classes.py, which keeps the few-class defaults it was measured with.
 MANY_CLASSES = 1000
 FEW_CLASS_DEFAULTS = {"group_by_length": False, "label_projections": True, "token_context_width": 5, "epochs": 5}
 # Faster still at many classes, for half a point of top-1: one narrow head and a rank-64 scorer per class.
@@ -264,6 +265,7 @@ def many_classes_note(settings: TrainSettings, num_classes: int) -> str | None:
             given += [option[-1]] if value is False else [option[0]] if value is True else [option[0], str(value)]
     note = f"note: {num_classes:,} classes: the many-class defaults apply ({shlex.join(given)})." if given else ""
     full_width = settings.num_attention_heads == DEFAULT_ATTENTION_HEADS and settings.attention_key_size is None
+    full_width &= settings.scorer == "per_class" and settings.scorer_rank is None  # the fast recipe's rank needs it
     if full_width and backbones.backbone_kind(settings.backbone) == "embedding" and settings.pooling != "mean":
         note += (
             f" Faster still: `{FAST_RECIPE}` trained ICD-10-CM in 0.4x the time for half a point of top-1 "
@@ -336,8 +338,9 @@ def run_inputs(settings: TrainSettings) -> dict[str, Path]:
 
 
 def check_output_dir(settings: TrainSettings) -> None:
-    """Refuse, before any work starts: to overwrite another model or the user's files, to resume what cannot be
-    resumed, and to restart over the checkpoints of an unfinished run."""
+    """Refuse, before training starts (once the data is read: the class count decides some settings): to overwrite
+    another model or the user's files, to resume what cannot be resumed, and to restart over the checkpoints of an
+    unfinished run."""
     folder: Path = settings.output_dir
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"--output-dir {folder} is a file; give a folder.")
