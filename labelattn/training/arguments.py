@@ -333,10 +333,13 @@ def command_line(args: argparse.Namespace) -> str:
         name, value = action.dest, getattr(args, action.dest, None)
         if name in NOT_RECORDED or value is None or value == getattr(defaults, name):
             continue
-        # A switched-off flag can only differ from its default as `--no-...` (a BooleanOptionalAction).
-        words.append(action.option_strings[-1] if value is False else action.option_strings[0])
-        if isinstance(value, list):
-            words.append(",".join(value))
-        elif not isinstance(value, bool):
-            words.append(str(value))
+        words += option_words(action, value)
     return shlex.join(words)
+
+
+def option_words(action: argparse.Action, value) -> list[str]:
+    """The words that give option `action` the value `value`: a flag for a boolean (a switched-off one can only be
+    `--no-...`, a BooleanOptionalAction), else the option and its value (a list comma-joined)."""
+    if isinstance(value, bool):
+        return [action.option_strings[-1] if value is False else action.option_strings[0]]
+    return [action.option_strings[0], ",".join(value) if isinstance(value, list) else str(value)]

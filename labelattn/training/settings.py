@@ -20,6 +20,7 @@ from labelattn.training.arguments import (
     DEFAULT_RESIDUAL_DROPOUT,
     add_arguments,
     command_line,
+    option_words,
 )
 
 SETTINGS_FILE = "training_args.json"
@@ -261,8 +262,7 @@ def many_classes_note(settings: TrainSettings, num_classes: int) -> str | None:
     given = []
     for name in sorted(settings.by_class_count):
         if (value := getattr(settings, name)) != FEW_CLASS_DEFAULTS[name]:
-            option = declared[name].option_strings
-            given += [option[-1]] if value is False else [option[0]] if value is True else [option[0], str(value)]
+            given += option_words(declared[name], value)
     note = f"note: {num_classes:,} classes: the many-class defaults apply ({shlex.join(given)})." if given else ""
     full_width = settings.num_attention_heads == DEFAULT_ATTENTION_HEADS and settings.attention_key_size is None
     full_width &= settings.scorer == "per_class" and settings.scorer_rank is None  # the fast recipe's rank needs it
