@@ -72,13 +72,17 @@ def resume(data: Path, out: Path, log: Path, *more_options) -> subprocess.Comple
     return train("--data", data, *options, env={"LABELATTN_RUN_LOG": str(log)})
 
 
-def assert_same_as_reference(reference, out: Path, killed_log: Path, resumed_log: Path) -> None:
+def assert_same_as_reference(reference, out: Path, *logs: Path) -> None:
+    """The uninterrupted run's weights in `out`, and its batches trained by the processes of `logs` in turn (each
+    killed but the last), none lost or repeated: each one's up to the checkpoint the next resumed from, then the
+    last one's."""
     reference_model, reference_batches = reference
     assert max_weight_difference(reference_model, out) <= 1e-6
-    # No step lost or repeated: the killed run's batches up to the checkpoint resumed from, then the resumed run's.
-    resumed_at = run_events(resumed_log, "resumed")[0]["step"]
-    before = [b for b in batches(killed_log) if b[1] <= resumed_at]
-    assert before + batches(resumed_log) == reference_batches
+    trained = []
+    for log, next_log in itertools.pairwise(logs):
+        resumed_at = run_events(next_log, "resumed")[0]["step"]
+        trained += [b for b in batches(log) if b[1] <= resumed_at]
+    assert trained + batches(logs[-1]) == reference_batches
 
 
 def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(data, reference, tmp_path):
@@ -97,14 +101,7 @@ def test_sigkill_in_every_phase_then_resume_gives_the_uninterrupted_model(data, 
     resumed = resume(data, out, logs[-1])
     assert resumed.returncode == 0, resumed.stderr
     assert "Resumed at step 24" in resumed.stdout
-    reference_model, reference_batches = reference
-    assert max_weight_difference(reference_model, out) <= 1e-6
-    # Each process's batches up to the checkpoint the next one resumed from, then the last one's: the reference's.
-    trained = []
-    for log, next_log in itertools.pairwise(logs):
-        resumed_at = run_events(next_log, "resumed")[0]["step"]
-        trained += [b for b in batches(log) if b[1] <= resumed_at]
-    assert trained + batches(logs[-1]) == reference_batches
+    assert_same_as_reference(reference, out, *logs)
     assert (out / "README.md").read_text().startswith("---")
 
 
