@@ -183,13 +183,15 @@ def run(args: argparse.Namespace) -> int:
 
 def run_corpus(args: argparse.Namespace) -> int:
     """`--data`: every row of DATA explained, in shards, to --output (see `labelattn.corpus.jobs`)."""
-    from labelattn.corpus.command import open_corpus_run, run_to_file
+    from labelattn.corpus.command import checked_output, open_corpus_run, run_to_file
+
+    output = checked_output(args, "explanations", f"-{args.method}")  # before the explainers load torch
     from labelattn.corpus.jobs import explain_job
     from labelattn.corpus.process_state import process_state
     from labelattn.corpus.summarize import write_summary
 
     asked = request(args)
-    output, dataset, model, tokenizer = open_corpus_run(args, "explanations", f"-{args.method}")
+    dataset, model, tokenizer = open_corpus_run(args, output)
     job = explain_job(
         model,
         tokenizer,

@@ -145,14 +145,15 @@ def print_manual_rows(dataset: "datasets.Dataset", threshold: float, source: str
 
 
 def run(args: argparse.Namespace) -> int:
-    from labelattn.corpus.command import open_corpus_run, run_to_file
+    from labelattn.corpus.command import checked_output, open_corpus_run, run_to_file
 
     # A bad threshold or target, or a fallback the model has no thresholds for, is refused before anything is read
     # or written.
     fallback = fallback_thresholds(args)
     manual = None if fallback else manual_threshold(args)
-    output, dataset, model, tokenizer = open_corpus_run(args, "predictions", "")
-    from labelattn.corpus.jobs import predict_job  # after the checks of open_corpus_run: it loads torch
+    output = checked_output(args, "predictions", "")
+    dataset, model, tokenizer = open_corpus_run(args, output)
+    from labelattn.corpus.jobs import predict_job  # after the output's check: it loads torch
     from labelattn.corpus.process_state import process_state
 
     job = predict_job(

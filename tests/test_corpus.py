@@ -743,6 +743,19 @@ def test_a_read_only_output_folder_is_refused_in_one_line_before_any_work(saved_
         locked.chmod(0o755)
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_torch_loads(saved_model, tmp_path):
+    """Both corpus commands check their output first: a refusal takes a second, not the 5 s of importing torch."""
+    data, a_file = write_csv(tmp_path / "data.csv", 2), tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    commands = [["predict", saved_model, data], ["explain", saved_model, "--data", data]]
+    script = "import sys; from labelattn.cli import main; code = main(sys.argv[1:]); print(code, 'torch' in sys.modules)"
+    for command in commands:
+        argv = [sys.executable, "-c", script, *map(str, command), "--output", str(a_file / "out.parquet")]
+        done = subprocess.run(argv, env=ENV, cwd=ROOT, capture_output=True, text=True)
+        assert done.stdout.split() == ["2", "False"], done.stderr[-2000:]
+        assert f"{a_file} is a file, not a folder" in done.stderr
+
+
 NOT_EXPLANATIONS = [
     ("x.jsonl", "", "x.jsonl is empty"),
     (

@@ -481,6 +481,29 @@ def test_occupied_output_dir_is_refused_before_training(tiny_csv, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]
 
 
+@pytest.mark.parametrize("case", ["foreign files", "unfinished run", "resume without a checkpoint", "hub login"])
+def test_folder_and_hub_refusals_come_before_the_data_is_read(tiny_csv, tmp_path, monkeypatch, case):
+    """What no class count changes is refused at once: at ICD-10-CM reading the data takes seconds."""
+    monkeypatch.setattr(run, "load_training_data", lambda settings: pytest.fail("the data was read"))
+    monkeypatch.setattr(card.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(card, "get_token", lambda: None)
+    out = tmp_path / "run"
+    out.mkdir()
+    options = []
+    if case == "foreign files":
+        (out / "notes.txt").write_text("my notes")
+    elif case == "unfinished run":
+        fake_checkpoint(out, 40)
+    elif case == "resume without a checkpoint":
+        options = ["--resume"]
+    else:
+        options = ["--push-to-hub", "me/model"]
+    code, message = run_cli("--data", tiny_csv, "--output-dir", out, *options)
+    expected = {"foreign files": "not a labelattn training run", "unfinished run": "of an unfinished run"}
+    expected |= {"resume without a checkpoint": "--resume", "hub login": "not logged in"}
+    assert code == 2 and expected[case] in message, message
+
+
 def test_overwrite_replaces_the_whole_folder(tiny_csv, tmp_path):
     out = tmp_path / "taken"
     out.mkdir()
@@ -501,10 +524,12 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
     fake_checkpoint(out, 10)
     (out / settings.SETTINGS_FILE).write_text(json.dumps(settings.settings_of(first)))
     again = ["--data", f"./{tiny_csv.name}", "--output-dir", f"{tmp_path}/./run", "--resume"]
-    settings.check_output_dir(settings.TrainSettings.from_args(parser.parse_args(again)))  # no error
+    same = settings.TrainSettings.from_args(parser.parse_args(again))
+    settings.check_output_dir(same)  # no error
+    settings.check_saved_settings(same)
     other = settings.TrainSettings.from_args(parser.parse_args([*again, "--seed", "7"]))
     with pytest.raises(settings.TrainingError, match="other settings"):
-        settings.check_output_dir(other)
+        settings.check_saved_settings(other)
 
 
 def fake_checkpoint(out: Path, step: int) -> Path:

@@ -1,6 +1,7 @@
 """The run the two corpus commands share (`labelattn predict` and `labelattn explain --data`), from their parsed
-options (declared in `labelattn.corpus.options`) to the output file: checking the output and reading DATA before
-any work (`open_corpus_run`), then running a job to the file (`run_to_file`, see `labelattn.corpus.jobs`)."""
+options (declared in `labelattn.corpus.options`) to the output file: checking the output (`checked_output`) and
+reading DATA (`open_corpus_run`) before any work, then running a job to the file (`run_to_file`, see
+`labelattn.corpus.jobs`)."""
 
 import argparse
 import sys
@@ -84,22 +85,27 @@ def model_and_tokenizer(args: argparse.Namespace) -> "tuple[PreTrainedModel, Pre
     return classifier_from_arguments(args, device=process_state().device)
 
 
-def open_corpus_run(
-    args: argparse.Namespace, kind: str, name: str
-) -> "tuple[Path, datasets.Dataset, PreTrainedModel, PreTrainedTokenizerBase]":
-    """What `labelattn predict` and `explain --data` check and load, in this order, before any work: the output
-    path (`output_path(args, kind, name)`), the corpus, its columns and whether the output's format holds their
-    values, then the model. Returns
-    `(output, dataset, model, tokenizer)`."""
+def checked_output(args: argparse.Namespace, kind: str, name: str) -> Path:
+    """The output path (`output_path(args, kind, name)`), refused first, before torch loads, where it cannot be
+    written: a refusal here takes no time."""
     output = output_path(args, kind, name)
-    check_output(output, args.data, args.overwrite)  # first, before torch loads: a refusal here takes no time
+    check_output(output, args.data, args.overwrite)
+    return output
+
+
+def open_corpus_run(
+    args: argparse.Namespace, output: Path
+) -> "tuple[datasets.Dataset, PreTrainedModel, PreTrainedTokenizerBase]":
+    """What `labelattn predict` and `explain --data` check and load, once `checked_output` has passed, in this order,
+    before any work: the corpus, its columns and whether the output's format holds their values, then the model.
+    Returns `(dataset, model, tokenizer)`."""
     from labelattn.corpus.files import check_values_fit
     from labelattn.corpus.jobs import check_columns
 
     dataset = load_corpus(args.data, args.split)
     check_columns(dataset, args.text_column, args.text_pair_column, args.id_column)
     check_values_fit(dataset, output)
-    return (output, dataset, *model_and_tokenizer(args))
+    return (dataset, *model_and_tokenizer(args))
 
 
 def run_to_file(job: "Job", dataset: "datasets.Dataset", output: Path, args: argparse.Namespace) -> "CorpusReport":

@@ -34,6 +34,7 @@ from labelattn.training.settings import (
     check_launch,
     check_max_length,
     check_output_dir,
+    check_saved_settings,
     label_smoothing,
     launch_of,
     many_classes_note,
@@ -287,11 +288,12 @@ def train(settings: TrainSettings) -> int:
     from labelattn.training import card
     from labelattn.training.coding_report import format_report
 
-    data = load_training_data(settings)  # first: the class count decides some defaults, which resuming compares
-    settings = settings.for_classes(len(data.label_names))
     check_output_dir(settings)
     if settings.push_to_hub:
         card.check_can_push(settings.push_to_hub)
+    data = load_training_data(settings)
+    settings = settings.for_classes(len(data.label_names))  # the class count decides some defaults ...
+    check_saved_settings(settings)  # ... which resuming, or training over a finished run, compares
     tokenizer = load_tokenizer(settings.backbone)
     check_max_length(settings, tokenizer)
     label_smoothing(settings, data.multi_label)  # refused for multi-label data

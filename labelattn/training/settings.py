@@ -338,22 +338,19 @@ def run_inputs(settings: TrainSettings) -> dict[str, Path]:
 
 
 def check_output_dir(settings: TrainSettings) -> None:
-    """Refuse, before training starts (once the data is read: the class count decides some settings): to overwrite
-    another model or the user's files, to resume what cannot be resumed, and to restart over the checkpoints of an
-    unfinished run."""
+    """Refuse, before the data is read, what no class count changes: to overwrite another model or the user's
+    files, to resume a folder without a checkpoint or a run, and to restart over the checkpoints of an unfinished
+    run. `check_saved_settings` compares the settings once the class count has resolved them."""
     folder: Path = settings.output_dir
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"--output-dir {folder} is a file; give a folder.")
     saved = saved_settings(folder)
     if settings.resume:
         checkpoints.resumable_checkpoint(folder, warn=lambda message: None)  # refuses a folder without one
-        differing = (
-            {k: (saved.get(k), v) for k, v in settings_of(settings).items() if saved.get(k) != v} if saved else {}
-        )
-        if saved is None or differing:
+        if saved is None:
             raise TrainingError(
-                f"--resume: {folder} was trained with other settings (saved, now): {differing or 'unknown'}; "
-                "resume with the same options or train into another --output-dir."
+                f"--resume: {folder} holds no {SETTINGS_FILE}, so its settings are unknown; "
+                "train into another --output-dir."
             )
         return
     if settings.overwrite:
@@ -367,11 +364,30 @@ def check_output_dir(settings: TrainSettings) -> None:
             f"{folder}: this folder holds checkpoint {checkpoints.step_of(unfinished)} of an unfinished run: "
             "add --resume to continue or --overwrite to start again."
         )
-    if saved != settings_of(settings):
-        what = "a model trained with other settings" if saved else "files that are not a labelattn training run"
+    if saved is None:
         raise FileExistsError(
-            f"{folder} already holds {what}: pass --overwrite to replace it, --resume to continue its training, "
+            f"{folder} already holds files that are not a labelattn training run: pass --overwrite to replace them "
             "or choose another --output-dir."
+        )
+
+
+def check_saved_settings(settings: TrainSettings) -> None:
+    """Refuse, once the data is read (the class count decides some settings), to resume a run with other settings
+    or to train over a finished run of other settings. `check_output_dir` has refused the rest."""
+    folder: Path = settings.output_dir
+    saved = saved_settings(folder)
+    if saved is None or settings.overwrite or not (settings.resume or folder.exists()):
+        return
+    differing = {k: (saved.get(k), v) for k, v in settings_of(settings).items() if saved.get(k) != v}
+    if settings.resume and differing:
+        raise TrainingError(
+            f"--resume: {folder} was trained with other settings (saved, now): {differing}; "
+            "resume with the same options or train into another --output-dir."
+        )
+    if not settings.resume and differing:
+        raise FileExistsError(
+            f"{folder} already holds a model trained with other settings: pass --overwrite to replace it, --resume "
+            "to continue its training, or choose another --output-dir."
         )
 
 
