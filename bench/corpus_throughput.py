@@ -4,7 +4,7 @@ rows, and SIGKILL in the middle of a 2-process run.
     .venv/bin/python bench/corpus_throughput.py                       # the figures of docs/corpus.md
     .venv/bin/python bench/corpus_throughput.py --rows 400 --ig-rows 60 --memory-rows 2000 20000   # quicker
 
-Models (untrained: throughput needs no training): the default labelattn embedding model and a labelattn model on
+Models (untrained: throughput needs no training): the embedding model as `labelattn train` builds it and one on
 the MiniLM encoder (`from_encoder(minilm_path())`), 6 TREC labels. Data: the TREC questions repeated to the size
 asked, as Parquet. Every figure is one command in a fresh process, as a user runs it; 1 and 2 processes are
 interleaved (A, B, A, B) and the median of the rounds reported, since this machine's 2 cores are shared. Two
@@ -52,16 +52,15 @@ TASKS = {
 def build_models(folder: Path) -> dict[str, Path]:
     from transformers import AutoTokenizer
 
-    from configuration_labelattn import LabelAttnConfig
     from labelattn import minilm_path
+    from labelattn.training import build
+    from labelattn.training.settings import TrainSettings
     from modeling_labelattn import LabelAttnForSequenceClassification
 
     labels = {i: name for i, name in enumerate(["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"])}
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     models = {
-        "embedding": LabelAttnForSequenceClassification(
-            LabelAttnConfig(vocab_size=tokenizer.vocab_size, id2label=labels)
-        ),
+        "embedding": build.build_model(TrainSettings.of_command([], 6), list(labels.values()), False, len(tokenizer)),
         "minilm": LabelAttnForSequenceClassification.from_encoder(minilm_path(), id2label=labels),
     }
     paths = {}

@@ -4,9 +4,10 @@ eval forward of the whole model, against mean pooling, interleaved in one proces
     python bench/head_cost.py 6 50 1918
     python bench/head_cost.py 6 --old-revision 8a67e09      # also a git revision's head, with its default config
 
-The model is the embedding backbone as `labelattn train` builds it (384 wide, the table frozen, token context 3, no
-dropout), on random token ids: 32 texts × 24 tokens, every other text half padding. One torch thread and the CPU
-time of that thread (a shared machine deschedules it), 3 interleaved rounds of 2 steps, medians, in ms.
+The model is the embedding backbone as `labelattn train` builds it (384 wide, the table frozen, no dropout; below
+1,000 classes a token context of 5 and label projections, from 1,000 a context of 3 and each class's own query), on
+random token ids: 32 texts × 24 tokens, every other text half padding. One torch thread and the CPU time of that
+thread (a shared machine deschedules it), 3 interleaved rounds of 2 steps, medians, in ms.
 """
 
 import argparse
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import configuration_labelattn  # noqa: E402
 import modeling_labelattn  # noqa: E402
+from labelattn.training.settings import MANY_CLASSES  # noqa: E402
 
 SYSTEMS = {
     "4 heads, keys 96, shared": dict(scorer="shared"),
@@ -42,7 +44,9 @@ SYSTEMS = {
 
 
 def config_kwargs(num_labels: int, **kwargs) -> dict:
-    base = dict(num_labels=num_labels, hidden_size=384, token_context_width=3, embedding_dropout=0.0)
+    many = num_labels >= MANY_CLASSES  # labelattn train's class-count defaults (settings.class_count_defaults)
+    base = dict(num_labels=num_labels, hidden_size=384, token_context_width=3 if many else 5, embedding_dropout=0.0)
+    base["label_projections"] = not many
     return {**base, "classifier_dropout": 0.0, "max_seq_length": 128, **kwargs}
 
 

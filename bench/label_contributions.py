@@ -1,8 +1,9 @@
 """What asking for label contributions costs: one forward pass with and without them, at 6 and 2,000 classes.
 
-- The embedding backbone as `labelattn train` builds it (hidden 384, 4 heads, the many-class recipe's width-3 token
-  context; random weights, since cost does not depend on them) and all-MiniLM-L6-v2 (`from_encoder`, hidden 384,
-  4 heads), 16 texts x 64 tokens, eval mode under `torch.inference_mode`.
+- The embedding backbone as `labelattn train` builds it (hidden 384, 4 heads; at 6 classes a width-5 token context
+  and label projections, at 2,000 the many-class recipe's width 3 and each class's own query; random weights, since
+  cost does not depend on them) and all-MiniLM-L6-v2 (`from_encoder`, hidden 384, 4 heads; label projections as the
+  class count says), 16 texts x 64 tokens, eval mode under `torch.inference_mode`.
 - Systems: the logits alone; with `output_label_contributions=True` (the per-token terms, `(16, classes, 64)`);
   and, on the embedding backbone, with `output_attentions=True` (the weights, `(16, 4, classes, 64)`, what the
   label-attention explainer read before the contributions) and with both. MiniLM is timed without the weights:
@@ -28,6 +29,7 @@ from model_latency import interleaved, median_over, peak_forward_bytes, quietest
 
 from configuration_labelattn import LabelAttnConfig
 from labelattn import minilm_path
+from labelattn.training.settings import MANY_CLASSES
 from modeling_labelattn import LabelAttnForSequenceClassification
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -43,10 +45,15 @@ SYSTEMS = {
 
 def build(backbone: str, num_labels: int) -> LabelAttnForSequenceClassification:
     torch.manual_seed(0)
+    many = num_labels >= MANY_CLASSES  # labelattn train's class-count defaults (settings.class_count_defaults)
     if backbone == "embedding":
-        config = LabelAttnConfig(num_labels=num_labels, hidden_size=384, token_context_width=3)
+        width = 3 if many else 5
+        config = LabelAttnConfig(
+            num_labels=num_labels, hidden_size=384, token_context_width=width, label_projections=not many
+        )
         return LabelAttnForSequenceClassification(config).eval()
-    return LabelAttnForSequenceClassification.from_encoder(minilm_path(), num_labels=num_labels).eval()
+    encoder = LabelAttnForSequenceClassification.from_encoder
+    return encoder(minilm_path(), num_labels=num_labels, label_projections=not many).eval()
 
 
 def rows_for(backbone: str, rounds: int) -> list[dict]:

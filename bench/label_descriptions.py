@@ -64,7 +64,9 @@ def top_classes(
     tokenizer = AutoTokenizer.from_pretrained(folder)
     top = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start : start + batch_size], padding=True, truncation=True, return_tensors="pt")
+        chunk = texts[start : start + batch_size]
+        limit = model.config.max_seq_length  # the tokenizer's own limit (512) may be above the model's
+        batch = tokenizer(chunk, padding=True, truncation=True, max_length=limit, return_tensors="pt")
         batch.pop("token_type_ids", None)
         top += model(**batch).logits.topk(k, dim=-1).indices.tolist()
     return top, [model.config.id2label[i] for i in range(model.config.num_labels)]

@@ -34,8 +34,10 @@ from _docs_block import write_into_docs
 from captum.attr import ShapleyValueSampling
 
 from explainers import explain, get_explainer, load_classifier, predict
+from explainers.checks import check_max_length
 from explainers.methods.forward import ExplainedOutput
 from explainers.methods.shap import WordCoalitions
+from explainers.outputs import default_output
 from explainers.words import TokenizedText, tokenize
 from labelattn.data.reading import load_data
 
@@ -45,10 +47,11 @@ WAYS = ("default", "fixed 24", "captum 25")
 
 
 def captum_shapley(model, shap, item: TokenizedText, target: int) -> list[float]:
-    """Word values by Captum's `ShapleyValueSampling` (the feature mask groups each word's sub-tokens)."""
+    """Word values by Captum's `ShapleyValueSampling` (the feature mask groups each word's sub-tokens), of the
+    output `method="shap"` explains by default."""
     batch = shap.collate([item])
     is_word = batch.is_word[0]
-    forward = ExplainedOutput(model, "logit")
+    forward = ExplainedOutput(model, default_output(model))
 
     def on_words(word_ids: torch.Tensor, *args) -> torch.Tensor:
         full = batch.input_ids.expand(word_ids.shape[0], -1).clone()
@@ -82,7 +85,8 @@ def run_way(way: str, model, tokenizer, shap, items, texts, targets) -> list[dic
 def exact_shapley(model, shap, item: TokenizedText, target: int) -> torch.Tensor:
     """Exact Shapley values `(num_words,)` from F of all 2^n coalitions of the words."""
     n = len(item.words)
-    coalitions = WordCoalitions(model, shap.collate([item]), torch.tensor([target]), None, shap.baseline_id)
+    forward = ExplainedOutput(model, default_output(model))  # what `method="shap"` explains by default
+    coalitions = WordCoalitions(forward, shap.collate([item]), torch.tensor([target]), None, shap.baseline_id)
     masks = torch.arange(2**n)[:, None].bitwise_and(2 ** torch.arange(n)) > 0  # (2^n, n)
     values = coalitions(masks, 256)
     sizes = masks.sum(-1)
@@ -104,7 +108,7 @@ def relative_error(scores: list[float], exact: torch.Tensor) -> float:
 def measure(model_path: str, texts: list[str], exact_texts: list[str], chunk_size: int) -> dict:
     model, tokenizer = load_classifier(model_path)
     shap = get_explainer(model, tokenizer, "shap")
-    limit = shap.max_length(None)
+    limit = check_max_length(None, model, tokenizer)
     items = tokenize(tokenizer, texts, limit)
     targets = predict(model, tokenizer, texts, max_length=limit).probabilities.argmax(-1).tolist()
     for way in WAYS:  # warm-up
@@ -122,7 +126,7 @@ def measure(model_path: str, texts: list[str], exact_texts: list[str], chunk_siz
         print(f"  chunk {c + 1}/{len(starts)}: " + ", ".join(f"{w} {seconds[w][-1]:.1f}s" for w in WAYS), flush=True)
 
     exact_items = tokenize(tokenizer, exact_texts, limit)
-    exact_targets = shap.predict(exact_items, 32).argmax(-1).tolist()
+    exact_targets = predict(model, tokenizer, exact_texts, max_length=limit).probabilities.argmax(-1).tolist()
     exact = [exact_shapley(model, shap, i, t) for i, t in zip(exact_items, exact_targets, strict=True)]
     errors: dict[str, list[float]] = {}
     covered: dict[str, list[bool]] = {}

@@ -43,13 +43,14 @@ def stand_in(kind: str, folder: Path) -> str:
     """An untrained model of the default architecture (`embedding`) or on MiniLM (`encoder`), saved to `folder`."""
     from transformers import AutoTokenizer
 
-    from configuration_labelattn import LabelAttnConfig
     from labelattn import minilm_path
+    from labelattn.training import build
+    from labelattn.training.settings import TrainSettings
     from modeling_labelattn import LabelAttnForSequenceClassification
 
     labels = dict(id2label=dict(enumerate(TREC_LABELS)))
-    if kind == "embedding":
-        model = LabelAttnForSequenceClassification(LabelAttnConfig(**labels))
+    if kind == "embedding":  # as `labelattn train` builds it
+        model = build.build_model(TrainSettings.of_command([], len(TREC_LABELS)), TREC_LABELS, False, 30522)
     else:
         model = LabelAttnForSequenceClassification.from_encoder(minilm_path(), **labels)
     model.save_pretrained(folder)

@@ -748,7 +748,9 @@ def test_an_output_that_cannot_be_written_is_refused_before_torch_loads(saved_mo
     data, a_file = write_csv(tmp_path / "data.csv", 2), tmp_path / "a-file"
     a_file.write_text("not a folder")
     commands = [["predict", saved_model, data], ["explain", saved_model, "--data", data]]
-    script = "import sys; from labelattn.cli import main; code = main(sys.argv[1:]); print(code, 'torch' in sys.modules)"
+    script = (
+        "import sys; from labelattn.cli import main; code = main(sys.argv[1:]); print(code, 'torch' in sys.modules)"
+    )
     for command in commands:
         argv = [sys.executable, "-c", script, *map(str, command), "--output", str(a_file / "out.parquet")]
         done = subprocess.run(argv, env=ENV, cwd=ROOT, capture_output=True, text=True)

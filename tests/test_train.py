@@ -866,9 +866,7 @@ MANY_CLASS_RECIPE = ["--group-by-length", "--no-label-projections", "--token-con
 
 
 def settings_for(options: list[str], num_classes: int) -> "settings.TrainSettings":
-    return settings.TrainSettings.from_args(train_parser().parse_args(["--output-dir", "m", *options])).for_classes(
-        num_classes
-    )
+    return settings.TrainSettings.of_command(["--output-dir", "m", *options], num_classes)
 
 
 @pytest.mark.parametrize(

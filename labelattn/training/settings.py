@@ -149,6 +149,14 @@ class TrainSettings:
         values |= {name: FEW_CLASS_DEFAULTS[name] for name in by_class_count}  # until `for_classes` knows the count
         return cls(**values, command_line=command_line(args), by_class_count=by_class_count)
 
+    @classmethod
+    def of_command(cls, options: list[str], num_classes: int) -> "TrainSettings":
+        """The settings that `labelattn train OPTIONS` gives data of `num_classes` classes, without running it: what
+        benchmarks and tests build a model from."""
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return cls.from_args(parser.parse_args(options)).for_classes(num_classes)
+
     def for_classes(self, num_classes: int) -> "TrainSettings":
         """These settings for data of `num_classes` classes: the options not given take `class_count_defaults`."""
         defaults = class_count_defaults(self, num_classes)
