@@ -532,6 +532,24 @@ def test_resume_takes_a_path_however_it_is_spelt(tiny_csv, tmp_path, monkeypatch
         settings.check_saved_settings(other)
 
 
+def test_a_many_class_run_recorded_with_other_defaults_resumes_with_its_own_command(tiny_csv, tmp_path):
+    """Options not given take the resumed run's recorded values: a run of 1,000 classes started with the few-class
+    defaults (before 7 December 2026) resumes as it started; an option given is still compared."""
+    out = tmp_path / "run"
+    command = ["--data", str(tiny_csv), "--output-dir", str(out)]
+    few_class_values = ["--no-group-by-length", "--label-projections", "--token-context-width", "5", "--epochs", "5"]
+    started = settings.TrainSettings.of_command([*command, *few_class_values], 1918)
+    fake_checkpoint(out, 10)
+    (out / settings.SETTINGS_FILE).write_text(json.dumps(settings.settings_of(started)))
+    resumed = settings.TrainSettings.of_command([*command, "--resume"], 1918)
+    settings.check_saved_settings(resumed)  # no error
+    assert settings.settings_of(resumed) == settings.settings_of(started)
+    fresh = settings.TrainSettings.of_command(command, 1918)  # without --resume: the many-class defaults
+    assert (fresh.group_by_length, fresh.token_context_width) == (True, 3)
+    with pytest.raises(settings.TrainingError, match="other settings"):
+        settings.check_saved_settings(settings.TrainSettings.of_command([*command, "--resume", "--epochs", "3"], 1918))
+
+
 def fake_checkpoint(out: Path, step: int) -> Path:
     """A complete checkpoint folder holding one file."""
     path = checkpoints.checkpoint_dir(out, step)

@@ -158,8 +158,14 @@ class TrainSettings:
         return cls.from_args(parser.parse_args(options)).for_classes(num_classes)
 
     def for_classes(self, num_classes: int) -> "TrainSettings":
-        """These settings for data of `num_classes` classes: the options not given take `class_count_defaults`."""
+        """These settings for data of `num_classes` classes: the options not given take `class_count_defaults`, or,
+        with `--resume`, the values the resumed run recorded, so that a run started before those defaults (or under
+        others) continues as it started when resumed with its own command."""
         defaults = class_count_defaults(self, num_classes)
+        if self.resume:
+            defaults |= {
+                name: value for name, value in (saved_settings(self.output_dir) or {}).items() if name in defaults
+            }
         return replace(self, **{name: defaults[name] for name in self.by_class_count})
 
 
