@@ -544,10 +544,15 @@ def test_a_many_class_run_recorded_with_other_defaults_resumes_with_its_own_comm
     resumed = settings.TrainSettings.of_command([*command, "--resume"], 1918)
     settings.check_saved_settings(resumed)  # no error
     assert settings.settings_of(resumed) == settings.settings_of(started)
+    # The card's command trains this run again, and the start's note claims no many-class default.
+    again = settings.TrainSettings.of_command(shlex.split(resumed.command_line)[2:], 1918)
+    assert settings.settings_of(again) == settings.settings_of(resumed)
+    assert "defaults apply" not in (settings.many_classes_note(resumed, 1918) or "")
     fresh = settings.TrainSettings.of_command(command, 1918)  # without --resume: the many-class defaults
     assert (fresh.group_by_length, fresh.token_context_width) == (True, 3)
-    with pytest.raises(settings.TrainingError, match="other settings"):
-        settings.check_saved_settings(settings.TrainSettings.of_command([*command, "--resume", "--epochs", "3"], 1918))
+    for other in (["--epochs", "3"], ["--overwrite", "--seed", "7"]):  # an option given is compared, --overwrite too
+        with pytest.raises(settings.TrainingError, match="other settings"):
+            settings.check_saved_settings(settings.TrainSettings.of_command([*command, "--resume", *other], 1918))
 
 
 def fake_checkpoint(out: Path, step: int) -> Path:

@@ -337,6 +337,12 @@ def command_line(args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
+def typed_options(values: dict) -> str:
+    """The options of `labelattn train` that give these settings (by name) these values, as typed."""
+    declared = {action.dest: action for action in add_arguments(argparse.ArgumentParser())}
+    return shlex.join([word for name, value in values.items() for word in option_words(declared[name], value)])
+
+
 def option_words(action: argparse.Action, value) -> list[str]:
     """The words that give option `action` the value `value`: a flag for a boolean (a switched-off one can only be
     `--no-...`, a BooleanOptionalAction), else the option and its value (a list comma-joined)."""

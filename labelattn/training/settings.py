@@ -9,7 +9,6 @@ import argparse
 import json
 import math
 import os
-import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from labelattn.training.arguments import (
     DEFAULT_RESIDUAL_DROPOUT,
     add_arguments,
     command_line,
-    option_words,
+    typed_options,
 )
 
 SETTINGS_FILE = "training_args.json"
@@ -162,11 +161,16 @@ class TrainSettings:
         with `--resume`, the values the resumed run recorded, so that a run started before those defaults (or under
         others) continues as it started when resumed with its own command."""
         defaults = class_count_defaults(self, num_classes)
-        if self.resume:
-            defaults |= {
-                name: value for name, value in (saved_settings(self.output_dir) or {}).items() if name in defaults
-            }
-        return replace(self, **{name: defaults[name] for name in self.by_class_count})
+        resumed = (saved_settings(self.output_dir) or {}) if self.resume else {}
+        kept = {
+            name: resumed[name] for name in self.by_class_count if resumed.get(name, defaults[name]) != defaults[name]
+        }
+        settings = replace(self, **{name: defaults[name] for name in self.by_class_count} | kept)
+        if not kept:
+            return settings
+        # The saved values are the run's options now: its card gives the command that trains it, its note no default.
+        command = f"{self.command_line} {typed_options(kept)}"
+        return replace(settings, command_line=command, by_class_count=self.by_class_count - frozenset(kept))
 
 
 def class_count_defaults(settings: TrainSettings, num_classes: int) -> dict:
@@ -271,13 +275,9 @@ def many_classes_note(settings: TrainSettings, num_classes: int) -> str | None:
     on the embedding backbone's full-width head, the fast recipe. None for fewer classes."""
     if num_classes < MANY_CLASSES:
         return None
-    parser = argparse.ArgumentParser()
-    declared = {action.dest: action for action in add_arguments(parser)}
-    given = []
-    for name in sorted(settings.by_class_count):
-        if (value := getattr(settings, name)) != FEW_CLASS_DEFAULTS[name]:
-            given += option_words(declared[name], value)
-    note = f"note: {num_classes:,} classes: the many-class defaults apply ({shlex.join(given)})." if given else ""
+    applied = {name: getattr(settings, name) for name in sorted(settings.by_class_count)}
+    given = typed_options({name: value for name, value in applied.items() if value != FEW_CLASS_DEFAULTS[name]})
+    note = f"note: {num_classes:,} classes: the many-class defaults apply ({given})." if given else ""
     full_width = settings.num_attention_heads == DEFAULT_ATTENTION_HEADS and settings.attention_key_size is None
     full_width &= settings.scorer == "per_class" and settings.scorer_rank is None  # the fast recipe's rank needs it
     if full_width and backbones.backbone_kind(settings.backbone) == "embedding" and settings.pooling != "mean":
@@ -390,7 +390,7 @@ def check_saved_settings(settings: TrainSettings) -> None:
     or to train over a finished run of other settings. `check_output_dir` has refused the rest."""
     folder: Path = settings.output_dir
     saved = saved_settings(folder)
-    if saved is None or settings.overwrite or not (settings.resume or folder.exists()):
+    if saved is None or (settings.overwrite and not settings.resume) or not (settings.resume or folder.exists()):
         return
     differing = {k: (saved.get(k), v) for k, v in settings_of(settings).items() if saved.get(k) != v}
     if settings.resume and differing:
