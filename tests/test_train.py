@@ -538,6 +538,7 @@ def test_a_many_class_run_recorded_with_other_defaults_resumes_with_its_own_comm
     out = tmp_path / "run"
     command = ["--data", str(tiny_csv), "--output-dir", str(out)]
     few_class_values = ["--no-group-by-length", "--label-projections", "--token-context-width", "5", "--epochs", "5"]
+    few_class_values += ["--batch-size", "32"]
     started = settings.TrainSettings.of_command([*command, *few_class_values], 1918)
     fake_checkpoint(out, 10)
     (out / settings.SETTINGS_FILE).write_text(json.dumps(settings.settings_of(started)))
