@@ -590,13 +590,13 @@ def test_a_run_of_1000_classes_records_the_many_class_defaults_and_resumes_with_
         for split, n in [("train", 2000), ("val", 1000), ("test", 1000)]
     }
     command = ["--data", files["train"], "--validation-data", files["val"], "--test-data", files["test"]]
-    command += ["--hidden-size", "32", "--batch-size", "64", "--output-dir", tmp_path / "model"]
+    command += ["--hidden-size", "32", "--output-dir", tmp_path / "model"]
     result = train(*command)
     assert result.returncode == 0, result.stderr
     assert "note: 1,000 classes: the many-class defaults apply (" in result.stdout
     recorded = json.loads((tmp_path / "model" / settings.SETTINGS_FILE).read_text())
     assert {name: recorded[name] for name in settings.FEW_CLASS_DEFAULTS} == {
-        "group_by_length": True, "label_projections": False, "token_context_width": 3, "epochs": 3
+        "group_by_length": True, "label_projections": False, "token_context_width": 3, "epochs": 3, "batch_size": 64
     }  # fmt: skip
     resumed = train(*command, "--resume")
     assert resumed.returncode == 0, resumed.stderr
@@ -887,6 +887,7 @@ def test_a_classs_own_parameters_learn_faster_without_the_label_projections(opti
 
 
 MANY_CLASS_RECIPE = ["--group-by-length", "--no-label-projections", "--token-context-width", "3", "--epochs", "3"]
+MANY_CLASS_RECIPE += ["--batch-size", "64"]
 
 
 def settings_for(options: list[str], num_classes: int) -> "settings.TrainSettings":
@@ -898,13 +899,19 @@ def settings_for(options: list[str], num_classes: int) -> "settings.TrainSetting
     [
         ([], MANY_CLASS_RECIPE),
         (["--backbone", "minilm"], ["--group-by-length", "--no-label-projections"]),  # the accurate recipe's
-        (["--pooling", "mean"], ["--group-by-length", "--token-context-width", "3", "--epochs", "3"]),
+        (
+            ["--pooling", "mean"],
+            ["--group-by-length", "--token-context-width", "3", "--epochs", "3", "--batch-size", "64"],
+        ),
         # Given options are kept, a few-class default's value too.
         (
             ["--epochs", "5", "--label-projections"],
-            ["--epochs", "5", "--group-by-length", "--token-context-width", "3"],
+            ["--epochs", "5", "--group-by-length", "--token-context-width", "3", "--batch-size", "64"],
         ),
-        (["--no-group-by-length", "--token-context-width", "5"], ["--no-label-projections", "--epochs", "3"]),
+        (
+            ["--no-group-by-length", "--token-context-width", "5", "--batch-size", "32"],
+            ["--no-label-projections", "--epochs", "3"],
+        ),
     ],
 )
 def test_from_1000_classes_the_options_not_given_take_the_many_class_recipe(options, expected):
