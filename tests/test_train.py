@@ -943,6 +943,7 @@ def test_icd10_cm_with_no_options_trains_the_many_class_recipe_and_is_told_the_f
     fast = settings_for(["--data", "icd10-cm", *settings.FAST_RECIPE.split()], 1918)
     typed = settings_for(["--data", "icd10-cm", *MANY_CLASS_RECIPE, *settings.FAST_RECIPE.split()], 1918)
     assert settings.settings_of(fast) == settings.settings_of(typed)  # the fast recipe's short command, as measured
+    assert fast.batch_size == 32  # its three seeds' batches, not the many-class recipe's 64
     assert settings.FAST_RECIPE not in settings.many_classes_note(fast, 1918)
     for chosen in (["--scorer", "shared"], ["--scorer-rank", "64"]):  # no advice the run would refuse, or has taken
         assert settings.FAST_RECIPE not in settings.many_classes_note(settings_for(chosen, 1918), 1918)
