@@ -393,15 +393,15 @@ def check_saved_settings(settings: TrainSettings) -> None:
     or to train over a finished run of other settings. `check_output_dir` has refused the rest."""
     folder: Path = settings.output_dir
     saved = saved_settings(folder)
-    if saved is None or (settings.overwrite and not settings.resume) or not (settings.resume or folder.exists()):
+    if saved is None or (settings.overwrite and not settings.resume):
         return
     differing = {k: (saved.get(k), v) for k, v in settings_of(settings).items() if saved.get(k) != v}
-    if settings.resume and differing:
+    if differing and settings.resume:
         raise TrainingError(
             f"--resume: {folder} was trained with other settings (saved, now): {differing}; "
             "resume with the same options or train into another --output-dir."
         )
-    if not settings.resume and differing:
+    if differing:
         raise FileExistsError(
             f"{folder} already holds a model trained with other settings: pass --overwrite to replace it, --resume "
             "to continue its training, or choose another --output-dir."
