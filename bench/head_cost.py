@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import configuration_labelattn  # noqa: E402
 import modeling_labelattn  # noqa: E402
-from labelattn.training.settings import MANY_CLASSES  # noqa: E402
+from labelattn.training.settings import TrainSettings  # noqa: E402
 
 SYSTEMS = {
     "4 heads, keys 96, shared": dict(scorer="shared"),
@@ -44,9 +44,9 @@ SYSTEMS = {
 
 
 def config_kwargs(num_labels: int, **kwargs) -> dict:
-    many = num_labels >= MANY_CLASSES  # labelattn train's class-count defaults (settings.class_count_defaults)
-    base = dict(num_labels=num_labels, hidden_size=384, token_context_width=3 if many else 5, embedding_dropout=0.0)
-    base["label_projections"] = not many
+    train = TrainSettings.of_command([], num_labels)  # labelattn train's defaults for this class count
+    base = dict(num_labels=num_labels, hidden_size=384, token_context_width=train.token_context_width)
+    base |= {"label_projections": train.label_projections, "embedding_dropout": 0.0}
     return {**base, "classifier_dropout": 0.0, "max_seq_length": 128, **kwargs}
 
 

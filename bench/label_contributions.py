@@ -29,7 +29,7 @@ from model_latency import interleaved, median_over, peak_forward_bytes, quietest
 
 from configuration_labelattn import LabelAttnConfig
 from labelattn import minilm_path
-from labelattn.training.settings import MANY_CLASSES
+from labelattn.training.settings import TrainSettings
 from modeling_labelattn import LabelAttnForSequenceClassification
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,15 +45,15 @@ SYSTEMS = {
 
 def build(backbone: str, num_labels: int) -> LabelAttnForSequenceClassification:
     torch.manual_seed(0)
-    many = num_labels >= MANY_CLASSES  # labelattn train's class-count defaults (settings.class_count_defaults)
+    train = TrainSettings.of_command([], num_labels)  # labelattn train's defaults for this class count
     if backbone == "embedding":
-        width = 3 if many else 5
+        width = train.token_context_width
         config = LabelAttnConfig(
-            num_labels=num_labels, hidden_size=384, token_context_width=width, label_projections=not many
+            num_labels=num_labels, hidden_size=384, token_context_width=width, label_projections=train.label_projections
         )
         return LabelAttnForSequenceClassification(config).eval()
     encoder = LabelAttnForSequenceClassification.from_encoder
-    return encoder(minilm_path(), num_labels=num_labels, label_projections=not many).eval()
+    return encoder(minilm_path(), num_labels=num_labels, label_projections=train.label_projections).eval()
 
 
 def rows_for(backbone: str, rounds: int) -> list[dict]:
